@@ -1,0 +1,43 @@
+# AtlasRun. Every target installs what it needs; nothing is assumed on the machine
+# beyond python3 (3.11+), node/npm and git.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEPS_KEY := $(shell cat pyproject.toml | sha1sum | cut -c1-12)
+DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help venv servers demo test bench check clean
+
+help:
+	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
+	@echo "make test   - install everything and run the whole test suite"
+	@echo "make bench  - harness overhead, server start-up and throughput vs. a floor measured in the same run"
+
+$(DEPS_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	rm -f $(VENV)/.deps-* && touch $@
+
+venv: $(DEPS_STAMP)
+
+# The offline MCP servers, pinned in operator/atlasrun/servers/catalog.yaml, each in its
+# own environment under ~/.cache/atlasrun/servers (keyed by version).
+servers: venv
+	$(BIN)/atlas servers install
+
+demo: servers
+	rm -rf runs/demo
+	$(BIN)/atlas init-workspace runs/demo/workspace
+	$(BIN)/atlas run examples/demo.yaml --data-dir runs/demo/workspace --out runs/demo
+
+test: servers
+	$(BIN)/python -m pytest -q
+
+bench: servers
+	$(BIN)/python bench/harness.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

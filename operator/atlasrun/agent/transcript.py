@@ -1,0 +1,83 @@
+"""The transcript: everything an agent did on one task (persisted in every result)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+# Why a tool call did not return a normal result. One list, used everywhere.
+CallErrorKind = Literal[
+    "tool_error",       # the server ran the tool and reported an error
+    "not_available",    # the tool is not in the task's surface
+    "invalid_arguments",  # arguments were not a JSON object
+    "timeout",          # no answer within the per-call timeout
+    "transport",        # the server crashed / the connection failed (infrastructure)
+    "budget",           # the max-tool-calls budget was exhausted
+]
+
+StopReason = Literal[
+    "answered",          # the model gave a final answer
+    "max_turns",
+    "max_tool_calls",
+    "task_timeout",
+    "provider_error",    # provider kept failing after retries
+    "infra_error",       # a server failed at transport level
+    "replayed",          # replay agent finished the reference trajectory
+]
+
+
+class CallRecord(BaseModel):
+    id: str
+    name: str
+    arguments: Any = None
+    result: str = ""
+    is_error: bool = False
+    error_kind: CallErrorKind | None = None
+    started_s: float = 0.0  # seconds since the task started
+    elapsed_s: float = 0.0
+    truncated: bool = False
+
+
+class ModelCallRecord(BaseModel):
+    started_s: float = 0.0
+    elapsed_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    retries: int = 0
+    error: str | None = None
+
+
+class Transcript(BaseModel):
+    agent: str
+    model: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    calls: list[CallRecord] = Field(default_factory=list)
+    model_calls: list[ModelCallRecord] = Field(default_factory=list)
+    final_answer: str = ""
+    stop_reason: StopReason = "answered"
+    turns: int = 0
+    wall_s: float = 0.0
+    infra_errors: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(m.prompt_tokens for m in self.model_calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(m.completion_tokens for m in self.model_calls)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(m.cost_usd for m in self.model_calls)
+
+    @property
+    def model_s(self) -> float:
+        return sum(m.elapsed_s for m in self.model_calls)
+
+    @property
+    def tool_s(self) -> float:
+        return sum(c.elapsed_s for c in self.calls)

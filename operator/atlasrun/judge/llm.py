@@ -1,0 +1,72 @@
+"""The LLM claims judge: one call per claim, MCP-Atlas Appendix C semantics.
+
+Output must be a JSON object with a valid ``coverage_outcome``. Garbage is
+retried (a fresh call); after the retries the claim comes back as *failed*,
+which the scorer excludes and counts, never scores as 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from atlasrun.judge.base import LABEL_SCORES, ClaimVerdict, JudgeInfo
+from atlasrun.judge.prompt import CLAIM_JUDGE_PROMPT, PROMPT_SHA256, PROMPT_VERSION
+from atlasrun.provider import Endpoint, ProviderError, complete
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+class JudgeOutputError(ValueError):
+    pass
+
+
+def parse_judge_output(text: str) -> tuple[str, str, float | None]:
+    """(label, justification, confidence) from the judge's reply, tolerant of code fences."""
+    match = _JSON_OBJECT.search(text or "")
+    if not match:
+        raise JudgeOutputError(f"no JSON object in judge output: {text[:120]!r}")
+    try:
+        data: Any = json.loads(match.group(0))
+    except ValueError as exc:
+        raise JudgeOutputError(f"judge output is not valid JSON: {exc}") from exc
+    label = str(data.get("coverage_outcome", "")).strip().lower().replace(" ", "_") if isinstance(data, dict) else ""
+    if label not in LABEL_SCORES:
+        raise JudgeOutputError(f"judge gave no valid coverage_outcome (got {label!r})")
+    confidence = data.get("confidence")
+    try:
+        conf = None if confidence is None else min(max(float(confidence), 0.0), 1.0)
+    except (TypeError, ValueError):
+        conf = None
+    return label, str(data.get("justification", "")), conf
+
+
+class LLMJudge:
+    def __init__(self, name: str, endpoint: Endpoint, *, retries: int = 3, backoff_base_s: float = 1.0,
+                 max_concurrency: int = 8) -> None:
+        self.endpoint = endpoint
+        self.retries = retries
+        self.backoff_base_s = backoff_base_s
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self.info = JudgeInfo(name=name, kind="llm", model=endpoint.model, prompt_sha256=PROMPT_SHA256,
+                              version=PROMPT_VERSION)
+
+    async def judge(self, claim: str, response: str) -> ClaimVerdict:
+        prompt = CLAIM_JUDGE_PROMPT.format(claim=claim, response=response or "(empty response)")
+        messages = [{"role": "user", "content": prompt}]
+        last_error = ""
+        for _ in range(self.retries + 1):
+            try:
+                async with self._slots:
+                    completion = await complete(self.endpoint, messages, retries=self.retries,
+                                                backoff_base_s=self.backoff_base_s,
+                                                response_format={"type": "json_object"})
+                label, reason, confidence = parse_judge_output(completion.message.get("content") or "")
+                return ClaimVerdict.labelled(claim, label, reason, confidence)  # type: ignore[arg-type]
+            except ProviderError as exc:
+                return ClaimVerdict.failed(claim, f"judge provider failed: {exc}")
+            except JudgeOutputError as exc:
+                last_error = str(exc)
+        return ClaimVerdict.failed(claim, f"judge output unusable after {self.retries + 1} attempts: {last_error}")

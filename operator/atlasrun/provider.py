@@ -1,0 +1,148 @@
+"""Calls to LLM providers through litellm, with the harness's own retry policy.
+
+Agents and LLM judges both go through ``complete()``: 429, 5xx, connection errors
+and timeouts are retried with exponential backoff that honours ``Retry-After``;
+anything else (bad request, auth) fails at once. litellm's and the OpenAI
+client's own retries are switched off so the policy lives in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
+
+import litellm  # noqa: E402
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+
+RETRYABLE = (
+    litellm.RateLimitError,
+    litellm.InternalServerError,
+    litellm.ServiceUnavailableError,
+    litellm.BadGatewayError,
+    litellm.APIConnectionError,
+    litellm.Timeout,
+)
+MAX_RETRY_AFTER_S = 300.0
+
+
+class ProviderError(RuntimeError):
+    """The provider failed after all retries (or with a non-retryable error)."""
+
+    def __init__(self, message: str, retries: int) -> None:
+        super().__init__(message)
+        self.retries = retries
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to call a model. ``api_key`` is read from the environment, never stored."""
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = dict(self.params)
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            kwargs["api_key"] = key
+        elif self.api_base:
+            kwargs["api_key"] = "unused"  # OpenAI-compatible local servers still want a key
+        return kwargs
+
+
+@dataclass
+class Completion:
+    message: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    elapsed_s: float
+    retries: int
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), if the error has one."""
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    response = getattr(exc, "response", None)
+    if headers is None and response is not None:
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER_S)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return min(max(parsed.timestamp() - time.time(), 0.0), MAX_RETRY_AFTER_S)
+
+
+def backoff_s(attempt: int, base_s: float, exc: BaseException) -> float:
+    hinted = retry_after_s(exc)
+    if hinted is not None:
+        return hinted
+    return min(base_s * (2**attempt), 60.0) * (0.5 + random.random() / 2)
+
+
+def _cost(response: Any) -> float:
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if cost is None:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # noqa: BLE001 - unknown models have no price; cost is then 0
+            cost = 0.0
+    return float(cost or 0.0)
+
+
+async def complete(endpoint: Endpoint, messages: list[dict[str, Any]], *, retries: int, backoff_base_s: float,
+                   timeout_s: float = 600.0, **extra: Any) -> Completion:
+    """One chat completion with harness-side retries. Raises ProviderError when it gives up."""
+    kwargs = endpoint.kwargs() | extra
+    attempt = 0
+    while True:
+        started = time.perf_counter()
+        try:
+            response = await litellm.acompletion(model=endpoint.model, messages=messages, num_retries=0,
+                                                 max_retries=0, timeout=timeout_s, **kwargs)
+        except RETRYABLE as exc:
+            if attempt >= retries:
+                raise ProviderError(f"{type(exc).__name__} after {attempt} retries: {_short(exc)}", attempt) from exc
+            await asyncio.sleep(backoff_s(attempt, backoff_base_s, exc))
+            attempt += 1
+            continue
+        except Exception as exc:  # noqa: BLE001 - non-retryable provider errors
+            raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt) from exc
+        elapsed = time.perf_counter() - started
+        choice = response.choices[0].message
+        message = choice.model_dump() if hasattr(choice, "model_dump") else dict(choice)
+        usage = getattr(response, "usage", None)
+        return Completion(
+            message=message,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=_cost(response),
+            elapsed_s=elapsed,
+            retries=attempt,
+        )
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,189 @@
+"""The local run engine: (task x model x repeat) items -> servers -> agent -> judge -> results.
+
+Concurrency: at most ``parallelism`` items run at once, and at most each
+model's ``maxConcurrency``. Server start-up is admitted a little ahead of the
+run slots (``lookahead``), so the next tasks' servers start while the current
+tasks run. Every item ends as a line in results.jsonl; one failing item never
+stops the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from atlasrun import naming
+from atlasrun.agent.base import Agent
+from atlasrun.agent.litellm_agent import LiteLLMAgent
+from atlasrun.agent.replay import ReplayAgent
+from atlasrun.agent.transcript import Transcript
+from atlasrun.judge.base import ClaimVerdict, Judge
+from atlasrun.judge.deterministic import DeterministicJudge
+from atlasrun.judge.llm import LLMJudge
+from atlasrun.provider import Endpoint
+from atlasrun.runner.plan import Plan
+from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.claims import score_claims
+from atlasrun.scoring.result import TaskResult
+from atlasrun.servers.instance import ServerStartError
+from atlasrun.servers.manager import ServerManager
+from atlasrun.servers.surface import ToolSurface
+from atlasrun.spec.run import JudgeSpec, ModelSpec, RunSpec
+from atlasrun.tasks.model import Task
+
+REPLAY = "replay"
+DETERMINISTIC = "deterministic"
+
+
+def make_agent(model: ModelSpec) -> Agent:
+    if model.litellm_model == REPLAY:
+        return ReplayAgent()
+    endpoint = Endpoint(model.litellm_model, model.api_base, model.api_key_env, tuple(sorted(model.params.items())))
+    return LiteLLMAgent(model.name, endpoint)
+
+
+def make_judge(spec: JudgeSpec, retries: int, backoff_s: float) -> Judge:
+    if (spec.model or spec.name) == DETERMINISTIC:
+        return DeterministicJudge(spec.name)
+    endpoint = Endpoint(spec.model or spec.name, spec.api_base, spec.api_key_env, tuple(sorted(spec.params.items())))
+    return LLMJudge(spec.name, endpoint, retries=retries, backoff_base_s=backoff_s,
+                    max_concurrency=spec.max_concurrency)
+
+
+@dataclass
+class Item:
+    task: Task
+    model: ModelSpec
+    repeat: int
+    previous: TaskResult | None = None
+
+
+class Engine:
+    def __init__(self, spec: RunSpec, plan: Plan, out: Path, data_dir: Path,
+                 on_result: Callable[[TaskResult], None] | None = None) -> None:
+        self.spec = spec
+        self.body = spec.spec
+        self.plan = plan
+        self.store = ResultsDir(out)
+        self.data_dir = data_dir
+        self.on_result = on_result or (lambda r: None)
+        self.agents = {m.name: make_agent(m) for m in self.body.models}
+        self.judge = make_judge(self.body.judges[0], self.body.limits.judge_retries, self.body.limits.retry_backoff_s)
+        self.manager = ServerManager(plan.catalog, data_dir, self.body.data_mount,
+                                     self.body.limits.server_start_timeout_s, log_dir=out / "logs")
+        self._write_lock = asyncio.Lock()
+
+    def items(self, finished: dict[tuple[str, str, int], TaskResult]) -> list[Item]:
+        """Work still to do: everything not already scored (errors are redone)."""
+        todo = []
+        for repeat in range(self.body.repeats):
+            for task in self.plan.tasks:
+                for model in self.body.models:
+                    previous = finished.get((model.name, task.id, repeat))
+                    if previous is None or previous.status != "scored":
+                        todo.append(Item(task, model, repeat, previous))
+        return todo
+
+    def excluded_results(self) -> list[TaskResult]:
+        return [TaskResult(task_id=e.task.id, model=m.name, repeat=r, status="excluded", reason=e.reason,
+                           domain=e.task.domain, category=e.task.category, servers=e.task.required_servers)
+                for r in range(self.body.repeats) for e in self.plan.excluded for m in self.body.models]
+
+    async def run(self, items: list[Item]) -> None:
+        (self.store.root / "logs").mkdir(parents=True, exist_ok=True)
+        parallelism = self.body.parallelism
+        lookahead = max(1, min(parallelism, 4))
+        run_slots = asyncio.Semaphore(parallelism)
+        prep_slots = asyncio.Semaphore(parallelism + lookahead)
+        model_run = {m.name: asyncio.Semaphore(m.max_concurrency) for m in self.body.models}
+        model_prep = {m.name: asyncio.Semaphore(m.max_concurrency + lookahead) for m in self.body.models}
+
+        async def one(item: Item) -> None:
+            try:
+                async with model_prep[item.model.name], prep_slots:
+                    result = await self._run_item(item, model_run[item.model.name], run_slots)
+            except Exception as exc:  # noqa: BLE001 - one item's failure must not stop the run
+                result = self._base(item, status="error", reason=f"harness error: {exc!r}")
+            await self._record(result)
+
+        try:
+            await asyncio.gather(*(one(i) for i in items))
+        finally:
+            await self.manager.close()
+
+    async def _record(self, result: TaskResult) -> None:
+        async with self._write_lock:
+            await asyncio.to_thread(self.store.append, result)
+        self.on_result(result)
+
+    def _base(self, item: Item, **fields: object) -> TaskResult:
+        task = item.task
+        return TaskResult(task_id=task.id, model=item.model.name, repeat=item.repeat, domain=task.domain,
+                          category=task.category, servers=task.required_servers, **fields)  # type: ignore[arg-type]
+
+    async def _run_item(self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore) -> TaskResult:
+        previous = item.previous
+        if previous is not None and previous.status == "error" and (previous.reason or "").startswith("judge"):
+            transcript = self.store.load_transcript(previous)
+            if transcript is not None:  # only the judge failed: rejudge the saved transcript
+                return await self._score(item, transcript)
+        limits = self.body.limits.for_task(item.task.limits)
+        dropped = set(self.plan.dropped_tools.get(item.task.id, []))
+        enabled = [t for t in item.task.enabled_tools if t not in dropped]
+        servers = list(dict.fromkeys(naming.server_of(t) for t in enabled))
+        try:
+            instances = await self.manager.acquire(servers)
+        except ServerStartError as exc:
+            return self._base(item, status="error", reason=f"infra: {exc}")
+        try:
+            surface = ToolSurface(enabled, instances, max_tool_calls=limits.max_tool_calls,
+                                  tool_timeout_s=limits.tool_timeout_s, output_cap=limits.tool_output_chars)
+            drift = [c.name for c in item.task.reference_calls() if c.name in surface.missing]
+            if drift:
+                return self._base(item, status="excluded",
+                                  reason=f"server drift: reference tool(s) not offered: {', '.join(sorted(set(drift)))}")
+            async with model_slot, run_slot:
+                surface.started = time.perf_counter()
+                transcript = await self.agents[item.model.name].run(item.task, surface, limits)
+            if surface.missing:
+                transcript.notes.append(f"enabled tools not offered by the servers: {', '.join(surface.missing)}")
+            if dropped:
+                transcript.notes.append(f"tools of servers not enabled were hidden: {', '.join(sorted(dropped))}")
+        finally:
+            await self.manager.release(instances)
+        return await self._score(item, transcript)
+
+    async def _score(self, item: Item, transcript: Transcript) -> TaskResult:
+        result = self._base(
+            item, transcript=transcript, tool_calls=len(transcript.calls),
+            tool_errors=sum(1 for c in transcript.calls if c.is_error), turns=transcript.turns,
+            stop_reason=transcript.stop_reason, wall_s=transcript.wall_s, model_s=transcript.model_s,
+            tool_s=transcript.tool_s, prompt_tokens=transcript.prompt_tokens,
+            completion_tokens=transcript.completion_tokens, cost_usd=transcript.cost_usd,
+            infra_errors=transcript.infra_errors, status="error")
+        if transcript.infra_errors:
+            result.reason = f"infra: {transcript.infra_errors[0]}"
+            return result
+        if transcript.stop_reason == "provider_error":
+            result.reason = f"provider: {transcript.notes[-1] if transcript.notes else 'failed'}"
+            return result
+        verdicts: list[ClaimVerdict] = await asyncio.gather(
+            *(self.judge.judge(claim, transcript.final_answer) for claim in item.task.claims))
+        score = score_claims(verdicts, self.body.pass_threshold)
+        result.claims, result.judge = verdicts, self.judge.info
+        if score.judge_failures:
+            result.reason = f"judge failed on {score.judge_failures}/{len(verdicts)} claims"
+            return result
+        result.status, result.coverage, result.passed, result.passed_at = (
+            "scored", score.coverage, score.passed, score.passed_at)
+        return result
+
+
+def default_data_dir(out: Path) -> Path:
+    path = out / "data"
+    os.makedirs(path, exist_ok=True)
+    return path

@@ -1,0 +1,100 @@
+"""``atlas run``: plan, resume, execute and summarise a run on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from atlasrun import __version__
+from atlasrun.runner.engine import Engine, default_data_dir
+from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.runner.progress import Progress
+from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.summary import summarize
+from atlasrun.spec.run import RunSpec
+
+
+@dataclass
+class RunOutcome:
+    out: Path
+    plan: Plan
+    results: list[TaskResult]
+    summary: dict[str, Any]
+    skipped: int  # items already scored by an earlier attempt (resume)
+
+
+def output_dir(spec: RunSpec, out: str | None) -> Path:
+    if out:
+        return Path(out)
+    if spec.spec.output.dir:
+        return spec.resolve(spec.spec.output.dir)
+    return Path("runs") / spec.metadata.name
+
+
+def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: bool = True) -> RunOutcome:
+    plan = plan_run(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    store = ResultsDir(out)
+    store.repair()
+    finished = store.load()
+    if data_dir is None:
+        data_dir = spec.resolve(spec.spec.data_dir) if spec.spec.data_dir else default_data_dir(out)
+    engine = Engine(spec, plan, out, data_dir.resolve())
+    items = engine.items(finished)
+    store.write_json("run.json", _run_record(spec, plan, data_dir, engine))
+    for result in engine.excluded_results():
+        if finished.get(result.key) != result:
+            store.append(result)
+    bar = Progress(len(items), enabled=progress)
+    engine.on_result = bar.update
+    asyncio.run(engine.run(items))
+    keys = {(m.name, t.id, r) for r in range(spec.spec.repeats) for m in spec.spec.models
+            for t in plan.tasks + [e.task for e in plan.excluded]}
+    latest = store.load()
+    results = [latest[k] for k in sorted(keys) if k in latest]
+    summary = {
+        "run": spec.metadata.name,
+        "judge": engine.judge.info.model_dump(),
+        "pass_threshold": spec.spec.pass_threshold,
+        "models": summarize(results, [m.name for m in spec.spec.models]),
+        "rejected_rows": [str(r) for r in plan.rejected],
+        "excluded_tasks": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded],
+    }
+    store.write_json("summary.json", summary)
+    planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
+    return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
+
+
+def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> dict[str, Any]:
+    return {
+        "atlasrun_version": __version__,
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "spec": spec.model_dump(mode="json", by_alias=True),
+        "data_dir": str(data_dir),
+        "judge": engine.judge.info.model_dump(),
+        "servers": plan.enabled_servers,
+        "tasks": len(plan.tasks),
+        "excluded": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded],
+        "rejected": [str(r) for r in plan.rejected],
+        "hidden_tools": plan.dropped_tools,
+    }
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    header = f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate':>9} {'coverage':>8} " \
+             f"{'excl':>4} {'err':>4} {'calls/task':>10}"
+    lines = [header, "-" * len(header)]
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.1f}%"
+
+    for model, row in summary["models"].items():
+        calls = row["mean_tool_calls"]
+        lines.append(f"{model:<28} {row['tasks']:>5} {row['scored']:>6} {row['passed']:>6} "
+                     f"{pct(row['pass_rate']):>9} {pct(row['mean_coverage']):>8} {row['excluded']:>4} "
+                     f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10}")
+    return "\n".join(lines)

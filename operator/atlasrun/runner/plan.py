@@ -1,0 +1,78 @@
+"""Planning a run: which tasks run on which servers, and which are excluded (with the reason)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atlasrun import naming
+from atlasrun.errors import InputError
+from atlasrun.servers.catalog import Catalog, load_catalog
+from atlasrun.spec.run import RunSpec
+from atlasrun.tasks.loader import Rejection, load_tasks
+from atlasrun.tasks.model import Task
+
+
+@dataclass
+class Exclusion:
+    task: Task
+    reason: str
+
+
+@dataclass
+class Plan:
+    catalog: Catalog
+    enabled_servers: list[str]
+    tasks: list[Task] = field(default_factory=list)
+    excluded: list[Exclusion] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    # Distractor tools dropped because their server is not enabled, per task id.
+    dropped_tools: dict[str, list[str]] = field(default_factory=dict)
+
+
+def build_catalog(spec: RunSpec) -> Catalog:
+    catalog = load_catalog()
+    if spec.spec.servers.catalog:
+        catalog = catalog.merged(load_catalog(spec.resolve(spec.spec.servers.catalog)).servers)
+    if spec.spec.servers.inline:
+        catalog = catalog.merged(spec.spec.servers.inline)
+    return catalog
+
+
+def tasks_path(spec: RunSpec) -> Path:
+    source = spec.spec.tasks
+    if source.path:
+        return spec.resolve(source.path)
+    where = "spec.tasks"
+    if source.dataset:
+        raise InputError("loading a Hugging Face dataset needs a reachable hub; download it and use 'path'", where)
+    raise InputError("local runs read tasks from 'path' (uri and configMap are for cluster mode)", where)
+
+
+def plan_run(spec: RunSpec) -> Plan:
+    catalog = build_catalog(spec)
+    names = set(catalog.by_name())
+    enabled = spec.spec.servers.enabled if spec.spec.servers.enabled is not None else sorted(names)
+    unknown = [n for n in enabled if n not in names]
+    if unknown:
+        raise InputError(f"unknown server(s) {', '.join(unknown)}; the catalog has {', '.join(sorted(names))}",
+                         where="spec.servers.enabled")
+    loaded = load_tasks(tasks_path(spec))
+    plan = Plan(catalog=catalog, enabled_servers=list(enabled), rejected=loaded.rejected)
+    tasks = loaded.tasks
+    if spec.spec.tasks.ids is not None:
+        wanted = set(spec.spec.tasks.ids)
+        tasks = [t for t in tasks if t.id in wanted]
+    if spec.spec.tasks.limit is not None:
+        tasks = tasks[: spec.spec.tasks.limit]
+    on = set(enabled)
+    for task in tasks:
+        missing = [s for s in task.required_servers if s not in on]
+        if missing:
+            plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {', '.join(missing)}"))
+            continue
+        dropped = [t for t in task.enabled_tools if naming.server_of(t) not in on]
+        if dropped:
+            plan.dropped_tools[task.id] = dropped
+        plan.tasks.append(task)
+    return plan

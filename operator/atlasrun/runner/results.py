@@ -1,0 +1,81 @@
+"""Persisted results: the per-task record, and the results directory that is the unit of resume.
+
+``results.jsonl`` is append-only, one line per (task, model, repeat) attempt that
+reached a verdict; a line is written only after the task's full JSON is on disk,
+so a crash (even SIGKILL) loses at most work in flight. On resume the newest
+line per key wins: ``scored`` and ``excluded`` are kept, ``error`` is redone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from atlasrun.agent.transcript import Transcript
+from atlasrun.scoring.result import TaskResult
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+
+
+class ResultsDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.jsonl = root / "results.jsonl"
+
+    def task_path(self, result: TaskResult) -> Path:
+        return self.root / "tasks" / _slug(result.model) / f"{_slug(result.task_id)}.r{result.repeat}.json"
+
+    def repair(self) -> None:
+        """Cut a torn last line (a kill mid-write) so the next append starts on a fresh line."""
+        if not self.jsonl.exists():
+            return
+        data = self.jsonl.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with self.jsonl.open("r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+
+    def load(self) -> dict[tuple[str, str, int], TaskResult]:
+        """Newest line per key; a torn last line (killed mid-write) is ignored."""
+        latest: dict[tuple[str, str, int], TaskResult] = {}
+        if not self.jsonl.exists():
+            return latest
+        with self.jsonl.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    result = TaskResult.model_validate_json(line)
+                except ValueError:
+                    continue
+                latest[result.key] = result
+        return latest
+
+    def load_transcript(self, result: TaskResult) -> Transcript | None:
+        path = self.task_path(result)
+        try:
+            return TaskResult.model_validate_json(path.read_text(encoding="utf-8")).transcript
+        except (OSError, ValueError):
+            return None
+
+    def append(self, result: TaskResult) -> None:
+        path = self.task_path(result)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, result.model_dump_json(indent=1))
+        line = result.model_dump_json(exclude={"transcript"}) + "\n"
+        with self.jsonl.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_json(self, name: str, data: Any) -> Path:
+        path = self.root / name
+        _atomic_write(path, json.dumps(data, indent=2, sort_keys=False))
+        return path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

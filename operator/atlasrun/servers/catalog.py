@@ -1,0 +1,141 @@
+"""The MCP server catalog: what each server is and how to start it.
+
+One YAML file (``catalog.yaml`` beside this module is the built-in default) lists
+servers. A run file may add or override entries. Commands, args, env and cwd may use
+placeholders, filled in by the launcher for each server instance:
+
+- ``{install_dir}``: where ``atlas servers install`` put this server's pinned package
+- ``{data_dir}``: the data root this instance sees (a private copy when ``isolate_data``)
+- ``{scratch_dir}``: an empty private directory for this instance
+- ``{port}``: a free loopback port, for ``transport: http`` servers started locally
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from atlasrun.errors import InputError
+from atlasrun.naming import validate_server_name
+
+DEFAULT_CATALOG = Path(__file__).with_name("catalog.yaml")
+_PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
+
+
+class Package(BaseModel):
+    """A pinned registry package that provides the server."""
+
+    model_config = ConfigDict(extra="forbid")
+    manager: Literal["npm", "pip"]
+    name: str
+    version: str
+    # Extra pip requirements installed in the server's own venv (e.g. "mcp<2").
+    extra: list[str] = Field(default_factory=list)
+    # Console script / bin name; defaults to the package name.
+    bin: str | None = None
+
+
+class Egress(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hosts: list[str] = Field(default_factory=list)
+    cidrs: list[str] = Field(default_factory=list)
+    ports: list[int] = Field(default_factory=list)
+
+
+class ServerSpec(BaseModel):
+    """One MCP server: local launch recipe plus the facts cluster mode needs."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+    bucket: str | None = None
+    transport: Literal["stdio", "http"] = "stdio"
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    # For transport http: the endpoint, e.g. "http://127.0.0.1:{port}/mcp".
+    url: str | None = None
+    # Stateful servers get a fresh process per task; stateless ones may be pooled.
+    stateful: bool = True
+    # Give each instance a private copy of the data root (servers that write to it).
+    isolate_data: bool = False
+    package: Package | None = None
+    # Secrets by env var name; values come from the environment (or a k8s Secret).
+    secrets: list[str] = Field(default_factory=list)
+    egress: Egress = Field(default_factory=Egress)
+    # Cluster mode: image pinned by digest and the port of its HTTP bridge.
+    image: str | None = None
+    port: int | None = None
+    # A cheap call used by `atlas servers check`: tool name (unprefixed) and arguments.
+    check: dict[str, object] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        validate_server_name(value)
+        return value
+
+    def model_post_init(self, __context: object) -> None:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError(f"server {self.name!r}: transport stdio needs 'command'")
+        if self.transport == "http" and not self.url:
+            raise ValueError(f"server {self.name!r}: transport http needs 'url'")
+
+    def render(self, values: dict[str, str]) -> "ServerSpec":
+        """Return a copy with placeholders filled in (unknown ones are left as-is)."""
+
+        def fill(text: str) -> str:
+            return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+        return self.model_copy(
+            update={
+                "command": fill(self.command) if self.command else None,
+                "args": [fill(a) for a in self.args],
+                "env": {k: fill(v) for k, v in self.env.items()},
+                "cwd": fill(self.cwd) if self.cwd else None,
+                "url": fill(self.url) if self.url else None,
+            }
+        )
+
+    def uses(self, placeholder: str) -> bool:
+        texts = [self.command or "", self.cwd or "", self.url or "", *self.args, *self.env.values()]
+        return any("{" + placeholder + "}" in t for t in texts)
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    servers: list[ServerSpec]
+
+    def by_name(self) -> dict[str, ServerSpec]:
+        return {s.name: s for s in self.servers}
+
+    def get(self, name: str) -> ServerSpec:
+        found = self.by_name().get(name)
+        if found is None:
+            raise InputError(f"server {name!r} is not in the catalog", where="servers")
+        return found
+
+    def merged(self, extra: list[ServerSpec]) -> "Catalog":
+        """Entries in ``extra`` replace same-named entries; new ones are appended."""
+        table = self.by_name()
+        for spec in extra:
+            table[spec.name] = spec
+        return Catalog(servers=list(table.values()))
+
+
+def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
+    source = Path(path) if path else DEFAULT_CATALOG
+    try:
+        raw = yaml.safe_load(source.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read server catalog: {exc}", where=str(source)) from exc
+    try:
+        return Catalog.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError.from_validation(exc, where=str(source)) from exc

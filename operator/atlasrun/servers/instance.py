@@ -1,0 +1,245 @@
+"""A live MCP server instance and the client session to it.
+
+Each instance is owned by a *holder task* that enters the transport and session
+contexts, reports ready, and waits to be stopped. anyio requires a context to be
+exited by the task that entered it; the holder makes that true whether the
+instance lives for one task (fresh, stateful servers) or for the whole run
+(pooled, stateless servers), and lets many instances start concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import Tool
+from mcp_types import CONNECTION_CLOSED
+
+from atlasrun.servers.catalog import ServerSpec
+from atlasrun.servers.install import install_dir
+
+
+class ServerStartError(RuntimeError):
+    """The server could not be started or did not complete the MCP handshake."""
+
+
+class TransportError(RuntimeError):
+    """The connection to a running server failed (crash, closed pipe, HTTP failure)."""
+
+
+@dataclass(frozen=True)
+class PathMap:
+    """Maps the data root the model sees (e.g. ``/data``) to this instance's real directory."""
+
+    virtual: str
+    real: str
+
+    def to_real(self, value: Any) -> Any:
+        if isinstance(value, str):
+            if value == self.virtual or value.startswith(self.virtual.rstrip("/") + "/"):
+                return self.real + value[len(self.virtual.rstrip("/")):]
+            return value
+        if isinstance(value, dict):
+            return {k: self.to_real(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.to_real(v) for v in value]
+        return value
+
+    def to_virtual(self, text: str) -> str:
+        return text.replace(self.real, self.virtual.rstrip("/") or "/") if self.real != self.virtual else text
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerInstance:
+    """One running server. ``start()`` returns once the MCP handshake completed."""
+
+    def __init__(self, spec: ServerSpec, data_dir: Path, data_mount: str, start_timeout_s: float = 60.0,
+                 stderr_dir: Path | None = None) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self._source_data = data_dir
+        self._data_mount = data_mount
+        self._start_timeout_s = start_timeout_s
+        self._stderr_dir = stderr_dir
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"atlas-{spec.name}-"))
+        self.tools: list[Tool] = []
+        self.path_map = PathMap(data_mount, str(data_dir))
+        self.startup_s = 0.0
+        self.pid: int | None = None
+        self._session: ClientSession | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._stop = asyncio.Event()
+        self._holder: asyncio.Task[None] | None = None
+        self._broken: str | None = None
+
+    @property
+    def broken(self) -> str | None:
+        return self._broken
+
+    async def start(self) -> "ServerInstance":
+        started = time.perf_counter()
+        self._ready = asyncio.get_running_loop().create_future()
+        self._holder = asyncio.create_task(self._hold(), name=f"server:{self.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self._start_timeout_s)
+        except asyncio.TimeoutError as exc:
+            await self.stop()
+            raise ServerStartError(f"server {self.name!r} did not start within {self._start_timeout_s:.0f}s") from exc
+        except BaseException:
+            await self.stop()
+            raise
+        self.startup_s = time.perf_counter() - started
+        return self
+
+    def _prepare_data(self) -> Path:
+        if not self.spec.isolate_data:
+            return self._source_data
+        private = self._scratch / "data"
+        if self._source_data.exists():
+            shutil.copytree(self._source_data, private, symlinks=True)
+        else:
+            private.mkdir()
+        return private
+
+    def _rendered(self, data_dir: Path) -> ServerSpec:
+        values = {"data_dir": str(data_dir), "scratch_dir": str(self._scratch), "port": str(_free_port())}
+        if self.spec.package is not None:
+            values["install_dir"] = str(install_dir(self.spec))
+        return self.spec.render(values)
+
+    def _env(self, spec: ServerSpec) -> dict[str, str]:
+        env = get_default_environment() | spec.env
+        for name in spec.secrets:  # declared secrets pass through by name, nothing else does
+            if name in os.environ:
+                env[name] = os.environ[name]
+        return env
+
+    async def _hold(self) -> None:
+        assert self._ready is not None
+        try:
+            async with AsyncExitStack() as stack:
+                data_dir = await asyncio.to_thread(self._prepare_data)
+                self.path_map = PathMap(self._data_mount, str(data_dir))
+                spec = self._rendered(data_dir)
+                errlog = stack.enter_context(self._errlog())
+                if spec.transport == "stdio":
+                    assert spec.command
+                    params = StdioServerParameters(command=spec.command, args=spec.args, env=self._env(spec),
+                                                   cwd=spec.cwd)
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                else:
+                    assert spec.url
+                    if spec.command:
+                        await self._spawn_http(stack, spec, errlog)
+                    read, write = await stack.enter_async_context(streamable_http_client(spec.url))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                self.tools = await self._list_all_tools(session)
+                self._session = session
+                self._ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported to start() or marks the instance broken
+            if not self._ready.done():
+                self._ready.set_exception(ServerStartError(f"server {self.name!r} failed to start: {exc!r}"))
+            else:
+                self._broken = self._broken or f"server {self.name!r} connection ended: {exc!r}"
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._session = None
+            self._broken = self._broken or f"server {self.name!r} stopped"
+
+    def _errlog(self) -> Any:
+        directory = self._stderr_dir or self._scratch
+        return open(directory / f"{self.name}.stderr.log", "a", encoding="utf-8")  # noqa: SIM115
+
+    async def _spawn_http(self, stack: AsyncExitStack, spec: ServerSpec, errlog: Any) -> None:
+        """Start a local HTTP server process and wait until its port accepts connections."""
+        assert spec.command and spec.url
+        proc = await asyncio.create_subprocess_exec(spec.command, *spec.args, env=self._env(spec), cwd=spec.cwd,
+                                                    stdin=asyncio.subprocess.DEVNULL, stdout=errlog, stderr=errlog,
+                                                    start_new_session=True)
+        self.pid = proc.pid
+
+        async def _terminate() -> None:
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 5)
+                except asyncio.TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+
+        stack.push_async_callback(_terminate)
+        url = httpx.URL(spec.url)
+        while True:
+            if proc.returncode is not None:
+                raise ServerStartError(f"server {self.name!r} exited with code {proc.returncode} before listening")
+            try:
+                _, writer = await asyncio.open_connection(url.host, url.port)
+                writer.close()
+                return
+            except OSError:
+                await asyncio.sleep(0.02)
+
+    @staticmethod
+    async def _list_all_tools(session: ClientSession) -> list[Tool]:
+        tools: list[Tool] = []
+        result = await session.list_tools()
+        tools.extend(result.tools)
+        while result.next_cursor:
+            from mcp.types import PaginatedRequestParams
+
+            result = await session.list_tools(params=PaginatedRequestParams(cursor=result.next_cursor))
+            tools.extend(result.tools)
+        return tools
+
+    async def call(self, tool: str, arguments: dict[str, Any], timeout_s: float) -> tuple[str, bool]:
+        """Call ``tool``; returns (text, is_error). Raises TransportError or asyncio.TimeoutError."""
+        if self._broken or self._session is None:
+            raise TransportError(self._broken or f"server {self.name!r} is not running")
+        try:
+            result = await asyncio.wait_for(self._session.call_tool(tool, self.path_map.to_real(arguments)),
+                                            timeout_s)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._broken = f"server {self.name!r} connection closed during {tool!r}"
+                raise TransportError(self._broken) from exc
+            return f"MCP error {exc.code}: {exc.message}", True
+        except (OSError, EOFError, httpx.HTTPError) as exc:
+            self._broken = f"server {self.name!r} transport failed during {tool!r}: {exc!r}"
+            raise TransportError(self._broken) from exc
+        content = getattr(result, "content", None) or []
+        parts = []
+        for block in content:
+            text = getattr(block, "text", None)
+            parts.append(text if text is not None else f"[{getattr(block, 'type', 'content')} content]")
+        return self.path_map.to_virtual("\n".join(parts)), bool(getattr(result, "is_error", False))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._holder is not None:
+            try:
+                await self._holder
+            except BaseException:  # noqa: BLE001 - already recorded as broken
+                pass
+            self._holder = None
+        await asyncio.to_thread(shutil.rmtree, self._scratch, True)

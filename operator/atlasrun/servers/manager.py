@@ -1,0 +1,71 @@
+"""Gives each task the server instances it needs.
+
+Stateful servers (``stateful: true``: filesystem writes, memory, git, code
+runners) get a fresh process per task so no state leaks between tasks.
+Stateless ones are pooled: one shared session per server for the whole run,
+restarted if it breaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from atlasrun.servers.catalog import Catalog
+from atlasrun.servers.instance import ServerInstance
+
+
+class ServerManager:
+    def __init__(self, catalog: Catalog, data_dir: Path, data_mount: str = "/data",
+                 start_timeout_s: float = 60.0, log_dir: Path | None = None) -> None:
+        self.catalog = catalog
+        self.data_dir = data_dir
+        self.data_mount = data_mount
+        self.start_timeout_s = start_timeout_s
+        self.log_dir = log_dir
+        self._pool: dict[str, ServerInstance] = {}
+        self._pool_locks: dict[str, asyncio.Lock] = {}
+        self.startups: list[tuple[str, float]] = []  # (server, seconds) for every start
+
+    def _new(self, name: str) -> ServerInstance:
+        return ServerInstance(self.catalog.get(name), self.data_dir, self.data_mount, self.start_timeout_s,
+                              self.log_dir)
+
+    async def _start(self, name: str) -> ServerInstance:
+        instance = await self._new(name).start()
+        self.startups.append((name, instance.startup_s))
+        return instance
+
+    async def _pooled(self, name: str) -> ServerInstance:
+        lock = self._pool_locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            current = self._pool.get(name)
+            if current is not None and current.broken is None:
+                return current
+            if current is not None:
+                await current.stop()
+            self._pool[name] = await self._start(name)
+            return self._pool[name]
+
+    async def acquire(self, names: list[str]) -> dict[str, ServerInstance]:
+        """Start (or reuse) every named server concurrently; on any failure stop what started."""
+        specs = [self.catalog.get(n) for n in names]
+        results = await asyncio.gather(
+            *(self._start(s.name) if s.stateful else self._pooled(s.name) for s in specs),
+            return_exceptions=True,
+        )
+        instances = {s.name: r for s, r in zip(specs, results) if isinstance(r, ServerInstance)}
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            await self.release(instances)
+            raise failures[0]
+        return instances
+
+    async def release(self, instances: dict[str, ServerInstance]) -> None:
+        """Stop the task's fresh instances; pooled ones stay up for the next task."""
+        fresh = [i for i in instances.values() if i.spec.stateful]
+        await asyncio.gather(*(i.stop() for i in fresh))
+
+    async def close(self) -> None:
+        pooled, self._pool = list(self._pool.values()), {}
+        await asyncio.gather(*(i.stop() for i in pooled))

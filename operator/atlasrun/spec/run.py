@@ -1,0 +1,156 @@
+"""The run spec: one schema for ``atlas run run.yaml`` and the ``AtlasRun`` custom resource.
+
+A run file is a Kubernetes-style manifest (``apiVersion``, ``kind: AtlasRun``,
+``metadata``, ``spec``); field names are camelCase as in the CRD.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from atlasrun.errors import InputError
+from atlasrun.servers.catalog import ServerSpec
+from atlasrun.tasks.model import TaskLimits
+
+API_VERSION = "atlasrun.dev/v1alpha1"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class TasksSource(_Spec):
+    path: str | None = None  # local file (relative to the run file)
+    uri: str | None = None  # s3://bucket/key (cluster mode)
+    config_map: str | None = None  # ConfigMap name (cluster mode)
+    dataset: str | None = None  # Hugging Face dataset id (when a hub is reachable)
+    ids: list[str] | None = None  # only these task ids
+    limit: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "TasksSource":
+        given = [k for k in ("path", "uri", "config_map", "dataset") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError("give exactly one of path, uri, configMap, dataset")
+        return self
+
+
+class ModelSpec(_Spec):
+    name: str = Field(min_length=1)  # display name, unique in the run
+    model: str | None = None  # litellm model id; defaults to name ("replay" is built in)
+    params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
+    api_base: str | None = None
+    api_key_env: str | None = None  # env var holding the key (a Secret key in cluster mode)
+    max_concurrency: int = Field(default=4, ge=1)
+
+    @property
+    def litellm_model(self) -> str:
+        return self.model or self.name
+
+
+class JudgeSpec(_Spec):
+    name: str = Field(min_length=1)
+    model: str | None = None  # litellm model id for LLM judges; None for "deterministic"
+    params: dict[str, Any] = Field(default_factory=dict)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    max_concurrency: int = Field(default=8, ge=1)
+
+
+class ServersSpec(_Spec):
+    catalog: str | None = None  # extra catalog file (relative to the run file)
+    enabled: list[str] | None = None  # default: every catalog server
+    inline: list[ServerSpec] = Field(default_factory=list)
+
+
+class Limits(_Spec):
+    max_turns: int = Field(default=50, ge=1)
+    max_tool_calls: int = Field(default=100, ge=1)
+    tool_timeout_s: float = Field(default=60.0, gt=0, alias="toolTimeoutSeconds")
+    task_timeout_s: float = Field(default=900.0, gt=0, alias="taskTimeoutSeconds")
+    tool_output_chars: int = Field(default=20_000, ge=100)
+    server_start_timeout_s: float = Field(default=60.0, gt=0, alias="serverStartTimeoutSeconds")
+    provider_retries: int = Field(default=6, ge=0)
+    judge_retries: int = Field(default=3, ge=0)
+    retry_backoff_s: float = Field(default=1.0, ge=0, alias="retryBackoffSeconds")
+
+    def for_task(self, task: TaskLimits) -> "Limits":
+        update = {
+            "max_turns": task.max_turns or self.max_turns,
+            "max_tool_calls": task.max_tool_calls or self.max_tool_calls,
+            "tool_timeout_s": task.tool_timeout_s or self.tool_timeout_s,
+            "task_timeout_s": task.task_timeout_s or self.task_timeout_s,
+        }
+        return self.model_copy(update=update)
+
+
+class OutputSpec(_Spec):
+    dir: str | None = None  # local results directory
+    bucket: str | None = None  # cluster mode: S3 bucket
+    prefix: str = ""
+    credentials_secret: str | None = None
+
+
+class RunSpecBody(_Spec):
+    tasks: TasksSource
+    models: list[ModelSpec] = Field(min_length=1)
+    judges: list[JudgeSpec] = Field(default_factory=lambda: [JudgeSpec(name="deterministic")])
+    servers: ServersSpec = Field(default_factory=ServersSpec)
+    limits: Limits = Field(default_factory=Limits)
+    repeats: int = Field(default=1, ge=1, le=100)
+    parallelism: int = Field(default=8, ge=1, le=1024)
+    pass_threshold: float = Field(default=0.75, gt=0, le=1)
+    data_dir: str | None = None  # the data root offline servers see (local mode)
+    data_mount: str = "/data"  # the path the model sees for the data root
+    output: OutputSpec = Field(default_factory=OutputSpec)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "RunSpecBody":
+        for kind, items in (("models", self.models), ("judges", self.judges)):
+            names = [m.name for m in items]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{kind}: duplicate name(s) {', '.join(dupes)}")
+        return self
+
+
+class Metadata(_Spec):
+    name: str = "run"
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class RunSpec(_Spec):
+    api_version: str = API_VERSION
+    kind: Literal["AtlasRun"] = "AtlasRun"
+    metadata: Metadata = Field(default_factory=Metadata)
+    spec: RunSpecBody
+    # Where the file was read from; relative paths resolve against its folder.
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    def resolve(self, relative: str) -> Path:
+        path = Path(relative).expanduser()
+        return path if path.is_absolute() else (self.base_dir / path)
+
+
+def load_run_spec(path: str | Path) -> RunSpec:
+    source = Path(path)
+    try:
+        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read run file: {exc.strerror}", where=str(source)) from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", where=str(source)) from exc
+    if not isinstance(raw, dict):
+        raise InputError("a run file is a mapping with apiVersion, kind, metadata, spec", where=str(source))
+    try:
+        spec = RunSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError.from_validation(exc, where=str(source)) from exc
+    spec.base_dir = source.resolve().parent
+    return spec

@@ -1,0 +1,171 @@
+"""Parsers for the encodings found in MCP-Atlas task rows.
+
+Each parser raises ``FieldError`` with a message that says what is wrong; the
+loader adds the row and field name.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from atlasrun import naming
+from atlasrun.tasks.model import RefCall, RefTurn
+
+
+class FieldError(ValueError):
+    pass
+
+
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+
+
+def _literal(text: str) -> Any:
+    """JSON first, then a Python literal (MCP-Atlas claims use single quotes)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise FieldError(f"not a JSON or Python list: {exc}") from exc
+
+
+def parse_claims(value: Any) -> list[str]:
+    """Claims as a list, a JSON/Python list string (possibly nested once), or bullet text."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise FieldError("no claims")
+        if text.startswith("["):
+            return parse_claims(_literal(text))
+        lines = [_BULLET.sub("", line).strip() for line in text.splitlines()]
+        claims = [line for line in lines if line]
+        if not claims:
+            raise FieldError("no claims")
+        return claims
+    if isinstance(value, (list, tuple)) or _is_array(value):
+        items = list(value)
+        # The public split wraps the literal list in a one-element list.
+        if len(items) == 1 and isinstance(items[0], str) and items[0].strip().startswith("["):
+            return parse_claims(items[0])
+        claims = []
+        for i, item in enumerate(items):
+            if not isinstance(item, str) or not item.strip():
+                raise FieldError(f"claim {i} is not a non-empty string: {item!r}")
+            claims.append(item.strip())
+        if not claims:
+            raise FieldError("no claims")
+        return claims
+    raise FieldError(f"expected a list of claims, got {type(value).__name__}")
+
+
+def _is_array(value: Any) -> bool:
+    # numpy/pyarrow arrays from Parquet
+    return hasattr(value, "tolist") and not isinstance(value, (str, bytes))
+
+
+def parse_tool_list(value: Any) -> list[str]:
+    """ENABLED_TOOLS: JSON list of names or of objects with ``name``."""
+    items = _literal(value) if isinstance(value, str) else value
+    if _is_array(items):
+        items = items.tolist()
+    if not isinstance(items, list) or not items:
+        raise FieldError("expected a non-empty list of tool names")
+    names = []
+    for i, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else item
+        if not isinstance(name, str):
+            raise FieldError(f"item {i} has no tool name: {item!r}")
+        check_tool_name(name)
+        names.append(name)
+    return names
+
+
+def check_tool_name(name: str) -> None:
+    try:
+        naming.split(name)
+    except ValueError as exc:
+        raise FieldError(str(exc)) from exc
+
+
+def _tool_text(content: Any) -> tuple[str, bool]:
+    """Tool message content: a string, or a list of {type:'text', text, isError?} parts."""
+    if content is None:
+        return "", False
+    if isinstance(content, str):
+        return content, False
+    if isinstance(content, list):
+        texts, is_error = [], False
+        for part in content:
+            if isinstance(part, dict):
+                if part.get("type", "text") == "text":
+                    texts.append(str(part.get("text", "")))
+                is_error = is_error or bool(part.get("isError") or part.get("is_error"))
+            else:
+                texts.append(str(part))
+        return "\n".join(texts), is_error
+    return str(content), False
+
+
+def parse_openai_trajectory(value: Any) -> list[RefTurn]:
+    """TRAJECTORY: OpenAI-format assistant/tool messages -> reference turns."""
+    messages = _literal(value) if isinstance(value, str) else value
+    if _is_array(messages):
+        messages = messages.tolist()
+    if not isinstance(messages, list):
+        raise FieldError("expected a JSON list of messages")
+    turns: list[RefTurn] = []
+    by_id: dict[str, RefCall] = {}
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise FieldError(f"message {i} is not an object")
+        role = msg.get("role")
+        if role == "assistant":
+            calls = []
+            for j, tc in enumerate(msg.get("tool_calls") or []):
+                fn = tc.get("function") if isinstance(tc, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                    raise FieldError(f"message {i} tool_call {j} has no function name")
+                check_tool_name(fn["name"])
+                raw = fn.get("arguments") or "{}"
+                try:
+                    args = json.loads(raw) if isinstance(raw, str) else raw
+                except ValueError as exc:
+                    raise FieldError(f"message {i} tool_call {j}: arguments are not JSON ({exc})") from exc
+                if not isinstance(args, dict):
+                    raise FieldError(f"message {i} tool_call {j}: arguments must be an object")
+                call = RefCall(name=fn["name"], arguments=args, id=tc.get("id"))
+                calls.append(call)
+                if call.id:
+                    by_id[call.id] = call
+            text = msg.get("content") if isinstance(msg.get("content"), str) else ""
+            turns.append(RefTurn(text=text or "", calls=calls))
+        elif role == "tool":
+            call = by_id.get(str(msg.get("tool_call_id")))
+            if call is None:
+                raise FieldError(f"message {i}: tool result for unknown tool_call_id {msg.get('tool_call_id')!r}")
+            call.output, call.is_error = _tool_text(msg.get("content"))
+        elif role in ("user", "system"):
+            continue
+        else:
+            raise FieldError(f"message {i} has unknown role {role!r}")
+    return turns
+
+
+def parse_native_trajectory(value: Any) -> list[RefTurn]:
+    """Native trajectory: a list of turns ``{text?, calls: [...]}`` or of single calls."""
+    if not isinstance(value, list):
+        raise FieldError("expected a list of turns")
+    turns = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise FieldError(f"turn {i} is not an object")
+        turn = RefTurn.model_validate(item if "calls" in item else {"calls": [item]})
+        for call in turn.calls:
+            check_tool_name(call.name)
+        turns.append(turn)
+    return turns

@@ -1,0 +1,116 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1.
+
+The LLM provider is the one component that cannot be real offline. This server
+lets tests and benchmarks drive the agent and judge through litellm's real HTTP
+path: a *script* (a Python callable) maps each request body to a reply, which
+may be an assistant message, a tool call, an HTTP error with headers (429 +
+Retry-After), or garbage.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Reply:
+    """What the server answers: an assistant message, or an HTTP error."""
+
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    raw_body: str | None = None  # sent verbatim (error bodies, garbage)
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+
+
+Script = Callable[[dict[str, Any]], Reply]
+
+
+def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id or f"call_{abs(hash((name, args))) % 10**8}", "type": "function",
+            "function": {"name": name, "arguments": args}}
+
+
+def _completion(reply: Reply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+    return {
+        "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "_Server"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        owner = self.server.owner
+        with owner.lock:
+            owner.requests.append(body)
+        try:
+            reply = owner.script(body)
+        except Exception as exc:  # noqa: BLE001 - a broken script is a 500, visible to the test
+            reply = Reply(status=500, raw_body=json.dumps({"error": {"message": f"script error: {exc!r}"}}))
+        payload = reply.raw_body if reply.raw_body is not None else json.dumps(
+            _completion(reply, str(body.get("model", "scripted"))))
+        data = payload.encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for key, value in reply.headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: "ScriptedProvider"
+
+
+class ScriptedProvider:
+    """``with ScriptedProvider(script) as p:`` then use ``p.api_base`` with model ``openai/<name>``."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-provider", daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "ScriptedProvider":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()

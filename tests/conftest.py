@@ -1,0 +1,88 @@
+"""Shared fixtures: a small data root, run files, and process helpers.
+
+Tests marked ``servers`` use the real offline MCP servers installed by
+``make servers`` (``make test`` does that first).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from atlasrun.servers.catalog import load_catalog
+from atlasrun.servers.install import install_dir
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+SUM_TASK: dict[str, Any] = {
+    "id": "sum-numbers",
+    "prompt": "What is the sum of the numbers listed in /data/numbers.txt?",
+    "domain": "Analytics",
+    "enabled_tools": ["filesystem_read_text_file", "filesystem_list_directory", "calculator_calculate"],
+    "distractors": ["filesystem_list_directory"],
+    "claims": ["The sum of the numbers is 42"],
+    "reference_answer": "The sum of the numbers is 42.",
+    "reference_trajectory": [
+        {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]},
+        {"calls": [{"name": "calculator_calculate", "arguments": {"expression": "12+30"}}]},
+    ],
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _servers_installed() -> None:
+    missing = [s.name for s in load_catalog().servers
+               if s.package and not (install_dir(s) / ".installed").exists()]
+    if missing:
+        pytest.exit(f"MCP servers not installed: {', '.join(missing)}; run `make servers` (make test does)", 2)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "numbers.txt").write_text("12\n30\n")
+    (root / "notes.md").write_text("# Notes\nThe launch code name is BLUEBIRD.\n")
+    return root
+
+
+def write_tasks(path: Path, tasks: list[dict[str, Any]]) -> Path:
+    path.write_text(yaml.safe_dump({"tasks": tasks}, sort_keys=False))
+    return path
+
+
+def write_run(path: Path, tasks_file: Path, models: list[dict[str, Any]], **spec: Any) -> Path:
+    body: dict[str, Any] = {"tasks": {"path": str(tasks_file)}, "models": models}
+    body.update(spec)
+    path.write_text(yaml.safe_dump({"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun",
+                                    "metadata": {"name": path.stem}, "spec": body}, sort_keys=False))
+    return path
+
+
+def child_pids(match: str) -> list[int]:
+    """PIDs of this process's children whose command line contains ``match``."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me and match in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_children(match: str) -> int:
+    pids = child_pids(match)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return len(pids)
