@@ -102,13 +102,12 @@ def backoff_s(attempt: int, base_s: float, exc: BaseException) -> float:
 
 def _cost(response: Any) -> float:
     hidden = getattr(response, "_hidden_params", None) or {}
-    cost = hidden.get("response_cost")
-    if cost is None:
-        try:
-            cost = litellm.completion_cost(completion_response=response)
-        except Exception:  # noqa: BLE001 - unknown models have no price; cost is then 0
-            cost = 0.0
-    return float(cost or 0.0)
+    if "response_cost" in hidden:  # litellm already priced it (None: a model with no known price)
+        return float(hidden["response_cost"] or 0.0)
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:  # noqa: BLE001 - unknown models have no price; cost is then 0
+        return 0.0
 
 
 async def complete(endpoint: Endpoint, messages: list[dict[str, Any]], *, retries: int, backoff_base_s: float,

@@ -154,7 +154,7 @@ class Engine:
             if dropped:
                 transcript.notes.append(f"tools of servers not enabled were hidden: {', '.join(sorted(dropped))}")
         finally:
-            await self.manager.release(instances)
+            self.manager.release(instances)
         return await self._score(item, transcript)
 
     async def _score(self, item: Item, transcript: Transcript) -> TaskResult:

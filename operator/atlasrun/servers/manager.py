@@ -9,6 +9,7 @@ restarted if it breaks.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from atlasrun.servers.catalog import Catalog
@@ -25,14 +26,19 @@ class ServerManager:
         self.log_dir = log_dir
         self._pool: dict[str, ServerInstance] = {}
         self._pool_locks: dict[str, asyncio.Lock] = {}
+        # Server start-up is CPU-bound (interpreter and SDK imports): more concurrent
+        # spawns than cores only thrash, so start-ups queue here while tasks run.
+        self._spawn_slots = asyncio.Semaphore(max(2, os.cpu_count() or 2))
         self.startups: list[tuple[str, float]] = []  # (server, seconds) for every start
+        self._stopping: set[asyncio.Task[None]] = set()
 
     def _new(self, name: str) -> ServerInstance:
         return ServerInstance(self.catalog.get(name), self.data_dir, self.data_mount, self.start_timeout_s,
                               self.log_dir)
 
     async def _start(self, name: str) -> ServerInstance:
-        instance = await self._new(name).start()
+        async with self._spawn_slots:
+            instance = await self._new(name).start()
         self.startups.append((name, instance.startup_s))
         return instance
 
@@ -57,15 +63,22 @@ class ServerManager:
         instances = {s.name: r for s, r in zip(specs, results) if isinstance(r, ServerInstance)}
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
-            await self.release(instances)
+            self.release(instances)
             raise failures[0]
         return instances
 
-    async def release(self, instances: dict[str, ServerInstance]) -> None:
-        """Stop the task's fresh instances; pooled ones stay up for the next task."""
-        fresh = [i for i in instances.values() if i.spec.stateful]
-        await asyncio.gather(*(i.stop() for i in fresh))
+    def release(self, instances: dict[str, ServerInstance]) -> None:
+        """Stop the task's fresh instances in the background; pooled ones stay up.
+
+        A server's graceful exit can take a good fraction of a second; nothing
+        waits for it but ``close()``, so the next task's slot frees at once.
+        """
+        for instance in instances.values():
+            if instance.spec.stateful:
+                task = asyncio.create_task(instance.stop())
+                self._stopping.add(task)
+                task.add_done_callback(self._stopping.discard)
 
     async def close(self) -> None:
         pooled, self._pool = list(self._pool.values()), {}
-        await asyncio.gather(*(i.stop() for i in pooled))
+        await asyncio.gather(*(i.stop() for i in pooled), *list(self._stopping))

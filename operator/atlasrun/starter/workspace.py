@@ -33,51 +33,19 @@ MARKER = ".atlas-workspace"
 MARKER_TEXT = "atlasrun starter workspace v1\n"
 FIXED_MTIME = 1710504000  # 2024-03-15T12:00:00Z
 
-SALES_2024 = """region,quarter,units,revenue
-North,Q1,1240,186000
-North,Q2,1310,196500
-North,Q3,1405,210750
-North,Q4,1520,228000
-South,Q1,980,137200
-South,Q2,1025,143500
-South,Q3,1110,155400
-South,Q4,1190,166600
-East,Q1,1460,233600
-East,Q2,1390,222400
-East,Q3,1530,244800
-East,Q4,1610,257600
-West,Q1,1120,179200
-West,Q2,1245,199200
-West,Q3,1380,220800
-West,Q4,1470,235200
-Central,Q1,760,106400
-Central,Q2,805,112700
-Central,Q3,790,110600
-Central,Q4,845,118300
-"""
-
-SALES_2023 = """region,quarter,units,revenue
-North,Q1,1150,166750
-North,Q2,1190,172550
-North,Q3,1260,182700
-North,Q4,1340,194300
-South,Q1,1010,136350
-South,Q2,1040,140400
-South,Q3,1075,145125
-South,Q4,1120,151200
-East,Q1,1380,213900
-East,Q2,1350,209250
-East,Q3,1420,220100
-East,Q4,1490,230950
-West,Q1,940,145700
-West,Q2,1010,156550
-West,Q3,1105,171275
-West,Q4,1180,182900
-Central,Q1,820,110700
-Central,Q2,840,113400
-Central,Q3,815,110025
-Central,Q4,870,117450
-"""
+# (units, revenue) for Q1..Q4, per region and year.
+SALES = {
+    2023: {"North": [(1150, 166750), (1190, 172550), (1260, 182700), (1340, 194300)],
+           "South": [(1010, 136350), (1040, 140400), (1075, 145125), (1120, 151200)],
+           "East": [(1380, 213900), (1350, 209250), (1420, 220100), (1490, 230950)],
+           "West": [(940, 145700), (1010, 156550), (1105, 171275), (1180, 182900)],
+           "Central": [(820, 110700), (840, 113400), (815, 110025), (870, 117450)]},
+    2024: {"North": [(1240, 186000), (1310, 196500), (1405, 210750), (1520, 228000)],
+           "South": [(980, 137200), (1025, 143500), (1110, 155400), (1190, 166600)],
+           "East": [(1460, 233600), (1390, 222400), (1530, 244800), (1610, 257600)],
+           "West": [(1120, 179200), (1245, 199200), (1380, 220800), (1470, 235200)],
+           "Central": [(760, 106400), (805, 112700), (790, 110600), (845, 118300)]},
+}
 
 INVENTORY = """sku,product,category,warehouse,on_hand,reorder_point,unit_cost
 SKU-1001,Trail Backpack 30L,Outdoor,Reno,42,50,38.50
@@ -308,6 +276,12 @@ _BRANCH = ("feature/csv-export", "diego", "2024-03-14T15:05:00-05:00", "Add CSV 
             .replace("[json]", "[json, csv]")})
 
 
+def _sales_text(year: int) -> str:
+    rows = [f"{year},{region},Q{q},{units},{revenue}" for region, quarters in SALES[year].items()
+            for q, (units, revenue) in enumerate(quarters, start=1)]
+    return "year,region,quarter,units,revenue\n" + "\n".join(rows) + "\n"
+
+
 def _log_text() -> str:
     lines = []
     for clock, level, component, code, message in _LOG:
@@ -378,8 +352,8 @@ def create_workspace(dest: Path) -> Path:
     """Create (or recreate) the starter workspace at ``dest``; returns its absolute path."""
     dest = Path(dest).expanduser().absolute()
     _prepare(dest)
-    files = {MARKER: MARKER_TEXT, "README.md": README, "sales/sales_2023.csv": SALES_2023,
-             "sales/sales_2024.csv": SALES_2024, "inventory/inventory.csv": INVENTORY,
+    files = {MARKER: MARKER_TEXT, "README.md": README, "sales/sales_2023.csv": _sales_text(2023),
+             "sales/sales_2024.csv": _sales_text(2024), "inventory/inventory.csv": INVENTORY,
              "hr/employees.csv": EMPLOYEES, "logs/app.log": _log_text(), "memory.jsonl": _memory_text(), **NOTES}
     for rel, text in sorted(files.items()):
         _write(dest, rel, text)

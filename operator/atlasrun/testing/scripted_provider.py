@@ -114,3 +114,24 @@ class ScriptedProvider:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+
+def one_tool_call(body: dict[str, Any]) -> Reply:
+    """The benchmark model: one calculator call, then an answer quoting its result."""
+    results = [m for m in body.get("messages", []) if m.get("role") == "tool"]
+    if not results:
+        return Reply(tool_calls=[tool_call("calculator_calculate", {"expression": "2+3"}, "call_1")])
+    return Reply(content=f"The result is {results[-1].get('content')}.")
+
+
+def main() -> None:
+    """``python -m atlasrun.testing.scripted_provider``: serve ``one_tool_call``; print the api_base."""
+    import sys
+
+    with ScriptedProvider(one_tool_call) as provider:
+        print(provider.api_base, flush=True)
+        sys.stdin.read()  # serve until stdin closes
+
+
+if __name__ == "__main__":
+    main()

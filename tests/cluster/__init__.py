@@ -1,0 +1,1 @@
+"""Cluster-mode test support: a real Kubernetes control plane (see controlplane.py)."""
