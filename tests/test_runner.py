@@ -12,7 +12,7 @@ from atlasrun.runner.local import RunOutcome, run_local
 from atlasrun.scoring.result import TaskResult
 from atlasrun.spec.run import load_run_spec
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
-from conftest import SUM_TASK, kill_children, write_run, write_tasks
+from conftest import SUM_TASK, child_pids, kill_children, write_run, write_tasks
 
 pytestmark = pytest.mark.servers
 
@@ -203,3 +203,72 @@ def test_fresh_state_per_task(tmp_path: Path, data_dir: Path) -> None:
     written = TaskResult.model_validate_json((tmp_path / "out" / "tasks" / "replay" / "write.r0.json").read_text())
     assert written.transcript and not written.transcript.calls[0].is_error
     assert (data_dir / "numbers.txt").read_text() == "12\n30\n"
+
+
+def test_secrets_never_reach_results(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("ATLAS_TEST_KEY", secret)
+
+    def leaky(body: dict[str, Any]) -> Reply:  # a provider that echoes the key back in its answer
+        return Reply(content=f"my key is {secret}")
+
+    with ScriptedProvider(leaky) as provider:
+        run_file = write_run(tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", [SUM_TASK]),
+                             [{"name": "leaky", "model": "openai/leaky", "apiBase": provider.api_base,
+                               "apiKeyEnv": "ATLAS_TEST_KEY"}])
+        run_local(load_run_spec(run_file), tmp_path / "out", data_dir, progress=False)
+    headers_seen = provider.requests  # bodies only; the key travelled in the Authorization header
+    assert all(secret not in str(b) for b in headers_seen)
+    written = [p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert written and not any(secret in text for text in written)
+    assert any("[REDACTED]" in text for text in written)
+
+
+def test_tool_call_budget_ends_the_task_as_a_model_outcome(tmp_path: Path, data_dir: Path) -> None:
+    def looper(body: dict[str, Any]) -> Reply:
+        n = len(tool_results(body))
+        return Reply(content=f"still looking ({n})", tool_calls=[
+            tool_call("calculator_calculate", {"expression": f"{n}+1"}, f"l{n}")])
+
+    task = dict(SUM_TASK, limits={"max_tool_calls": 4})
+    with ScriptedProvider(looper) as provider:
+        outcome = run(tmp_path, data_dir, provider, [task], ["looper"])
+    (result,) = outcome.results
+    assert result.status == "scored" and result.stop_reason == "max_tool_calls" and result.tool_calls == 4
+    assert len(provider.requests) == 4 and result.passed is False
+
+
+def test_streamable_http_transport(tmp_path: Path, data_dir: Path) -> None:
+    """The same task over streamable HTTP (the calculator behind mcp-proxy)."""
+    task = dict(SUM_TASK, enabled_tools=["filesystem_read_text_file", "calculator-http_calculate"], distractors=[],
+                reference_trajectory=[
+                    {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]},
+                    {"calls": [{"name": "calculator-http_calculate", "arguments": {"expression": "12+30"}}]}],
+                reference_answer=None)
+    outcome = run(tmp_path, data_dir, None, [task], ["replay"])
+    (result,) = outcome.results
+    record = TaskResult.model_validate_json(
+        (tmp_path / "out" / "tasks" / "replay" / "sum-numbers.r0.json").read_text())
+    assert record.transcript and [c.result for c in record.transcript.calls] == ["12\n30\n", "42"]
+    assert result.status == "scored"
+
+
+def test_pooled_server_crash_is_restarted_and_the_call_retried(tmp_path: Path, data_dir: Path) -> None:
+    """A stateless server that dies is replaced; its calls are safe to retry, so no task is lost."""
+    tasks = [dict(SUM_TASK, id="first", prompt="[first] add"), dict(SUM_TASK, id="second", prompt="[second] add")]
+
+    killed: list[int] = []
+
+    def script(body: dict[str, Any]) -> Reply:
+        if body["messages"][0]["content"].startswith("[first]") and len(tool_results(body)) == 1:
+            killed.append(kill_children("mcp-server-calculator"))
+        return solver(body)
+
+    with ScriptedProvider(script) as provider:
+        outcome = run(tmp_path, data_dir, provider, tasks, ["m"], parallelism=1)
+    assert killed == [1]
+    assert all(r.status == "scored" and r.passed for r in outcome.results), outcome.results
+    for task_id in ("first", "second"):
+        record = TaskResult.model_validate_json((tmp_path / "out" / "tasks" / "m" / f"{task_id}.r0.json").read_text())
+        assert record.transcript and record.transcript.calls[-1].result == "42"
+    assert not child_pids("mcp-server-calculator")  # the replacement was stopped at the end too

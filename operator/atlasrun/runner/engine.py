@@ -26,6 +26,7 @@ from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.judge.llm import LLMJudge
 from atlasrun.provider import Endpoint
 from atlasrun.runner.plan import Plan
+from atlasrun.runner.redact import Redactor
 from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.claims import score_claims
 from atlasrun.scoring.result import TaskResult
@@ -68,7 +69,9 @@ class Engine:
         self.spec = spec
         self.body = spec.spec
         self.plan = plan
-        self.store = ResultsDir(out)
+        secrets = [m.api_key_env for m in self.body.models] + [j.api_key_env for j in self.body.judges]
+        secrets += [name for server in plan.catalog.servers for name in server.secrets]
+        self.store = ResultsDir(out, Redactor([s for s in secrets if s]))
         self.data_dir = data_dir
         self.on_result = on_result or (lambda r: None)
         self.agents = {m.name: make_agent(m) for m in self.body.models}
@@ -141,7 +144,8 @@ class Engine:
             return self._base(item, status="error", reason=f"infra: {exc}")
         try:
             surface = ToolSurface(enabled, instances, max_tool_calls=limits.max_tool_calls,
-                                  tool_timeout_s=limits.tool_timeout_s, output_cap=limits.tool_output_chars)
+                                  tool_timeout_s=limits.tool_timeout_s, output_cap=limits.tool_output_chars,
+                                  reacquire=self.manager.reacquire)
             drift = [c.name for c in item.task.reference_calls() if c.name in surface.missing]
             if drift:
                 return self._base(item, status="excluded",

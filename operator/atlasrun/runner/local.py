@@ -12,7 +12,6 @@ from atlasrun import __version__
 from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.progress import Progress
-from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.summary import summarize
 from atlasrun.spec.run import RunSpec
@@ -38,12 +37,12 @@ def output_dir(spec: RunSpec, out: str | None) -> Path:
 def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: bool = True) -> RunOutcome:
     plan = plan_run(spec)
     out.mkdir(parents=True, exist_ok=True)
-    store = ResultsDir(out)
-    store.repair()
-    finished = store.load()
     if data_dir is None:
         data_dir = spec.resolve(spec.spec.data_dir) if spec.spec.data_dir else default_data_dir(out)
     engine = Engine(spec, plan, out, data_dir.resolve())
+    store = engine.store
+    store.repair()
+    finished = store.load()
     items = engine.items(finished)
     store.write_json("run.json", _run_record(spec, plan, data_dir, engine))
     for result in engine.excluded_results():

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from atlasrun.agent.transcript import Transcript
 from atlasrun.scoring.result import TaskResult
@@ -22,9 +22,10 @@ def _slug(text: str) -> str:
 
 
 class ResultsDir:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, redact: Callable[[str], str] = lambda text: text) -> None:
         self.root = root
         self.jsonl = root / "results.jsonl"
+        self.redact = redact
 
     def task_path(self, result: TaskResult) -> Path:
         return self.root / "tasks" / _slug(result.model) / f"{_slug(result.task_id)}.r{result.repeat}.json"
@@ -62,8 +63,8 @@ class ResultsDir:
     def append(self, result: TaskResult) -> None:
         path = self.task_path(result)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, result.model_dump_json(indent=1))
-        line = result.model_dump_json(exclude={"transcript"}) + "\n"
+        _atomic_write(path, self.redact(result.model_dump_json(indent=1)))
+        line = self.redact(result.model_dump_json(exclude={"transcript"})) + "\n"
         with self.jsonl.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
@@ -71,7 +72,7 @@ class ResultsDir:
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.root / name
-        _atomic_write(path, json.dumps(data, indent=2, sort_keys=False))
+        _atomic_write(path, self.redact(json.dumps(data, indent=2, sort_keys=False)))
         return path
 
 

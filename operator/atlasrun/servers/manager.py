@@ -42,6 +42,10 @@ class ServerManager:
         self.startups.append((name, instance.startup_s))
         return instance
 
+    async def reacquire(self, name: str) -> ServerInstance:
+        """A working instance of a pooled server (restarting it if it broke)."""
+        return await self._pooled(name)
+
     async def _pooled(self, name: str) -> ServerInstance:
         lock = self._pool_locks.setdefault(name, asyncio.Lock())
         async with lock:

@@ -2,8 +2,10 @@
 
 It shows the model just the task's enabled tools, answers calls outside them with
 a clear "tool not available" error result, enforces the tool-call budget, the
-per-call timeout and the output cap, short-circuits a server after a transport
-failure (marking the task as infrastructure-affected), and records every call.
+per-call timeout and the output cap, and records every call. After a transport
+failure a stateless (pooled) server is replaced and the call retried once; a
+stateful one is short-circuited for the rest of the task, which is then marked
+as infrastructure-affected.
 """
 
 from __future__ import annotations
@@ -12,17 +14,21 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from atlasrun import naming
-from atlasrun.agent.transcript import CallRecord
+from atlasrun.agent.transcript import CallErrorKind, CallRecord
 from atlasrun.servers.instance import ServerInstance, TransportError
 
 
 class ToolSurface:
     def __init__(self, enabled_tools: list[str], instances: dict[str, ServerInstance], *,
-                 max_tool_calls: int = 100, tool_timeout_s: float = 60.0, output_cap: int = 20_000) -> None:
-        self.instances = instances
+                 max_tool_calls: int = 100, tool_timeout_s: float = 60.0, output_cap: int = 20_000,
+                 reacquire: Callable[[str], Awaitable[ServerInstance]] | None = None) -> None:
+        self.instances = dict(instances)
+        self._reacquire = reacquire
+        self._infra_servers: set[str] = set()
         self.max_tool_calls = max_tool_calls
         self.tool_timeout_s = tool_timeout_s
         self.output_cap = output_cap
@@ -70,14 +76,7 @@ class ToolSurface:
         if kind is None:
             server, tool = naming.split(name)
             began = time.perf_counter()
-            try:
-                text, is_error = await self.instances[server].call(tool, arguments, self.tool_timeout_s)
-                kind = "tool_error" if is_error else None
-            except asyncio.TimeoutError:
-                text, kind = f"Error: tool {name!r} timed out after {self.tool_timeout_s:g}s", "timeout"
-            except TransportError as exc:
-                text, kind = f"Error: server {server!r} is unavailable (transport failure)", "transport"
-                self.infra_errors.append(str(exc))
+            text, kind = await self._invoke(server, tool, arguments)
             record.elapsed_s = time.perf_counter() - began
         if len(text) > self.output_cap:
             text = text[: self.output_cap] + f"\n[output truncated at {self.output_cap} characters]"
@@ -86,7 +85,32 @@ class ToolSurface:
         self.calls.append(record)
         return record
 
-    def _precheck(self, name: str, arguments: Any) -> tuple[str, Any]:
+    async def _invoke(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[str, CallErrorKind | None]:
+        """Call the server; a broken *stateless* server is replaced and the call retried once."""
+        instance = self.instances[server]
+        for attempt in (0, 1):
+            failure = instance.broken
+            if failure is None:
+                try:
+                    text, is_error = await instance.call(tool, arguments, self.tool_timeout_s)
+                    return text, ("tool_error" if is_error else None)
+                except asyncio.TimeoutError:
+                    return f"Error: tool {server}_{tool!s} timed out after {self.tool_timeout_s:g}s", "timeout"
+                except TransportError as exc:
+                    failure = str(exc)
+            if attempt == 0 and not instance.spec.stateful and self._reacquire is not None:
+                try:
+                    instance = self.instances[server] = await self._reacquire(server)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a failed restart is reported as infra below
+                    failure = f"{failure}; restart failed: {exc}"
+            break
+        if server not in self._infra_servers:
+            self._infra_servers.add(server)
+            self.infra_errors.append(failure or f"server {server!r} failed")
+        return f"Error: server {server!r} is unavailable (transport failure)", "transport"
+
+    def _precheck(self, name: str, arguments: Any) -> tuple[str, CallErrorKind | None]:
         if self.budget_left <= 0:
             return f"Error: tool-call budget of {self.max_tool_calls} calls is exhausted", "budget"
         if name not in self._tools:
@@ -95,8 +119,4 @@ class ToolSurface:
         if not isinstance(arguments, dict):
             return f"Error: arguments for {name!r} must be a JSON object, got {json.dumps(arguments)[:200]}", \
                 "invalid_arguments"
-        server = naming.server_of(name)
-        broken = self.instances[server].broken
-        if broken:
-            return f"Error: server {server!r} is unavailable (transport failure)", "transport"
         return "", None
