@@ -31,6 +31,10 @@ judge = DeterministicJudge()
     ("Alice Nguyen leads Project Falcon", "Project Falcon is led by Bob Stone.", "partially_fulfilled"),
     ("The latest commit is 3f2a9c1 by Dana Ito", "Nothing relevant here.", "not_fulfilled"),
     ("The report was filed on 2026-03-02", "Filed 2026-03-02.", "fulfilled"),
+    # possessives are not quotes; commit hashes are exact identifiers, not numbers
+    ("Marcus Webb's latest commit is 'Fix bug'", "The latest commit by Marcus Webb is 'Fix bug'", "fulfilled"),
+    ("The latest commit is 17306a2", "The latest commit is 17999a2", "not_fulfilled"),
+    ("The latest commit is 17306a2", "The latest commit is 17306a2.", "fulfilled"),
 ])
 def test_deterministic_labels(claim: str, response: str, label: str) -> None:
     verdict = judge.judge_sync(claim, response)

@@ -272,3 +272,17 @@ def test_pooled_server_crash_is_restarted_and_the_call_retried(tmp_path: Path, d
         record = TaskResult.model_validate_json((tmp_path / "out" / "tasks" / "m" / f"{task_id}.r0.json").read_text())
         assert record.transcript and record.transcript.calls[-1].result == "42"
     assert not child_pids("mcp-server-calculator")  # the replacement was stopped at the end too
+
+
+def test_several_judges_primary_decides_others_recorded(tmp_path: Path, data_dir: Path) -> None:
+    def strict(body: dict[str, Any]) -> Reply:
+        return Reply(content='{"coverage_outcome": "not_fulfilled", "justification": "no", "confidence": 0.7}')
+
+    with ScriptedProvider(strict) as judge:
+        outcome = run(tmp_path, data_dir, None, [SUM_TASK], ["replay"], judges=[
+            {"name": "deterministic"}, {"name": "strict", "model": "openai/strict", "apiBase": judge.api_base}])
+    (result,) = outcome.results
+    assert result.status == "scored" and result.passed and result.judge and result.judge.name == "deterministic"
+    (other,) = result.secondary
+    assert other.judge.name == "strict" and other.coverage == 0.0 and other.passed is False
+    assert [v.label for v in other.claims] == ["not_fulfilled"]

@@ -55,6 +55,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = apply_overrides(load_run_spec(args.run_file), args)
     out = output_dir(spec, args.out)
+    if not args.data_dir and not spec.spec.data_dir:
+        print(f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
+              file=sys.stderr)
     outcome = run_local(spec, out, Path(args.data_dir) if args.data_dir else None, progress=not args.quiet)
     for rejection in outcome.plan.rejected:
         print(f"rejected: {rejection}", file=sys.stderr)
@@ -131,7 +134,9 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
             began = time.perf_counter()
             text, is_error = await instance.call(tool, dict((spec.check or {}).get("arguments") or {}), args.timeout)
             row["call_ms"] = round((time.perf_counter() - began) * 1000, 1)
-            row.update(ok=not is_error, message=f"{tool}: {text[:80]!r}")
+            # The server answered at protocol level: it is up. A tool-level error (e.g. git_status on
+            # a data root that is not a repository) is shown, not failed.
+            row.update(ok=True, message=f"{tool}: {'tool error: ' if is_error else ''}{text[:80]!r}")
         except Exception as exc:  # noqa: BLE001
             row["message"] = f"check call failed: {exc!r}"
         finally:

@@ -61,6 +61,8 @@ class Transcript(BaseModel):
     wall_s: float = 0.0
     infra_errors: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # The tool surface the agent was shown (OpenAI function specs with input schemas).
+    tools: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def prompt_tokens(self) -> int:

@@ -21,11 +21,14 @@ VERSION = "deterministic/1"
 NUMBER_TOLERANCE = 0.05
 PERCENT_POINTS = 1.0
 
-_ID_TOKEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?)?|\d+(?:\.\d+){2,}|\d{1,2}:\d{2}(?::\d{2})?")
+_ID_TOKEN = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?)?|\d+(?:\.\d+){2,}|\d{1,2}:\d{2}(?::\d{2})?"
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")  # dates, versions, times, commit hashes
 _NUMBER = re.compile(
     r"(?<![\w.])(-)?\$?((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)\s*(%|percent\b|k\b|thousand\b|m\b|million\b|"
     r"bn\b|billion\b)?")
-_QUOTED = re.compile(r"[\"'`]([^\"'`]{2,}?)[\"'`]")
+# A quote opens only after a non-word character, so possessives ("Webb's") are not quotes.
+_QUOTED = re.compile(r"(?<!\w)[\"'`]([^\"'`]{2,}?)[\"'`](?!\w)")
 _WORD = re.compile(r"[\w@^~./+#-]+")
 _SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
 _STOP = set("""a an the is are was were be been being of in on at to for from by with and or not no as that

@@ -21,14 +21,14 @@ from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import LiteLLMAgent
 from atlasrun.agent.replay import ReplayAgent
 from atlasrun.agent.transcript import Transcript
-from atlasrun.judge.base import ClaimVerdict, Judge
+from atlasrun.judge.base import Judge
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.judge.llm import LLMJudge
 from atlasrun.provider import Endpoint
 from atlasrun.runner.plan import Plan
 from atlasrun.runner.redact import Redactor
 from atlasrun.runner.results import ResultsDir
-from atlasrun.scoring.claims import score_claims
+from atlasrun.scoring.claims import judge_task
 from atlasrun.scoring.result import TaskResult
 from atlasrun.servers.instance import ServerStartError
 from atlasrun.servers.manager import ServerManager
@@ -75,7 +75,9 @@ class Engine:
         self.data_dir = data_dir
         self.on_result = on_result or (lambda r: None)
         self.agents = {m.name: make_agent(m) for m in self.body.models}
-        self.judge = make_judge(self.body.judges[0], self.body.limits.judge_retries, self.body.limits.retry_backoff_s)
+        limits = self.body.limits
+        self.judges = [make_judge(j, limits.judge_retries, limits.retry_backoff_s) for j in self.body.judges]
+        self.judge = self.judges[0]
         self.manager = ServerManager(plan.catalog, data_dir, self.body.data_mount,
                                      self.body.limits.server_start_timeout_s, log_dir=out / "logs")
         self._write_lock = asyncio.Lock()
@@ -153,6 +155,7 @@ class Engine:
             async with model_slot, run_slot:
                 surface.started = time.perf_counter()
                 transcript = await self.agents[item.model.name].run(item.task, surface, limits)
+            transcript.tools = surface.openai_tools()
             if surface.missing:
                 transcript.notes.append(f"enabled tools not offered by the servers: {', '.join(surface.missing)}")
             if dropped:
@@ -175,13 +178,13 @@ class Engine:
         if transcript.stop_reason == "provider_error":
             result.reason = f"provider: {transcript.notes[-1] if transcript.notes else 'failed'}"
             return result
-        verdicts: list[ClaimVerdict] = await asyncio.gather(
-            *(self.judge.judge(claim, transcript.final_answer) for claim in item.task.claims))
-        score = score_claims(verdicts, self.body.pass_threshold)
-        result.claims, result.judge = verdicts, self.judge.info
-        if score.judge_failures:
-            result.reason = f"judge failed on {score.judge_failures}/{len(verdicts)} claims"
+        primary, *others = await judge_task(self.judges, item.task.claims, transcript.final_answer,
+                                            self.body.pass_threshold)
+        result.claims, result.judge, result.secondary = primary.claims, primary.judge, others
+        if primary.judge_failures:
+            result.reason = f"judge failed on {primary.judge_failures}/{len(primary.claims)} claims"
             return result
+        score = primary
         result.status, result.coverage, result.passed, result.passed_at = (
             "scored", score.coverage, score.passed, score.passed_at)
         return result

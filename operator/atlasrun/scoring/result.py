@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from atlasrun.agent.transcript import Transcript
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
+from atlasrun.scoring.claims import Judgement
 
 Status = Literal["scored", "excluded", "error"]
 
@@ -23,6 +24,8 @@ class TaskResult(BaseModel):
     passed_at: dict[str, bool] = Field(default_factory=dict)
     claims: list[ClaimVerdict] = Field(default_factory=list)
     judge: JudgeInfo | None = None
+    # Verdicts of the run's other judges (cross-judge ranges, agreement); the primary decides status.
+    secondary: list[Judgement] = Field(default_factory=list)
     tool_calls: int = 0
     tool_errors: int = 0
     turns: int = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -42,16 +43,23 @@ class TransportError(RuntimeError):
 
 @dataclass(frozen=True)
 class PathMap:
-    """Maps the data root the model sees (e.g. ``/data``) to this instance's real directory."""
+    """Maps the data root the model sees (e.g. ``/data``) to this instance's real directory.
+
+    Paths are mapped wherever they start a path inside a string argument (so
+    ``wc -l /data/a.csv`` works too), never inside a longer path or URL.
+    """
 
     virtual: str
     real: str
 
+    def _pattern(self) -> re.Pattern[str]:
+        return re.compile(r"(?<![\w./:-])" + re.escape(self.virtual.rstrip("/")) + r"(?=/|\b|$)")
+
     def to_real(self, value: Any) -> Any:
         if isinstance(value, str):
-            if value == self.virtual or value.startswith(self.virtual.rstrip("/") + "/"):
-                return self.real + value[len(self.virtual.rstrip("/")):]
-            return value
+            if self.real == self.virtual:
+                return value
+            return self._pattern().sub(lambda _: self.real, value)
         if isinstance(value, dict):
             return {k: self.to_real(v) for k, v in value.items()}
         if isinstance(value, list):
