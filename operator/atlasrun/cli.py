@@ -208,7 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=60.0)
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=cmd_servers_check)
+    _register_command_modules(sub)
     return parser
+
+
+def _register_command_modules(sub: Any) -> None:
+    import importlib
+    import pkgutil
+
+    import atlasrun.commands as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{package.__name__}.{info.name}").register(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -128,7 +128,7 @@ class Engine:
     def _base(self, item: Item, **fields: object) -> TaskResult:
         task = item.task
         return TaskResult(task_id=task.id, model=item.model.name, repeat=item.repeat, domain=task.domain,
-                          category=task.category, servers=task.required_servers, **fields)  # type: ignore[arg-type]
+                          category=task.category, servers=task.required_servers, task=task, **fields)  # type: ignore[arg-type]
 
     async def _run_item(self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore) -> TaskResult:
         previous = item.previous

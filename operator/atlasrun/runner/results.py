@@ -53,18 +53,22 @@ class ResultsDir:
                 latest[result.key] = result
         return latest
 
-    def load_transcript(self, result: TaskResult) -> Transcript | None:
-        path = self.task_path(result)
+    def load_full(self, result: TaskResult) -> TaskResult | None:
+        """The per-task record with task and transcript (None if missing or unreadable)."""
         try:
-            return TaskResult.model_validate_json(path.read_text(encoding="utf-8")).transcript
+            return TaskResult.model_validate_json(self.task_path(result).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+
+    def load_transcript(self, result: TaskResult) -> Transcript | None:
+        full = self.load_full(result)
+        return full.transcript if full else None
 
     def append(self, result: TaskResult) -> None:
         path = self.task_path(result)
         path.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(path, self.redact(result.model_dump_json(indent=1)))
-        line = self.redact(result.model_dump_json(exclude={"transcript"})) + "\n"
+        line = self.redact(result.model_dump_json(exclude={"task", "transcript"})) + "\n"
         with self.jsonl.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from atlasrun.agent.transcript import Transcript
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.scoring.claims import Judgement
+from atlasrun.tasks.model import Task
 
 Status = Literal["scored", "excluded", "error"]
 
@@ -40,7 +41,8 @@ class TaskResult(BaseModel):
     category: str | None = None
     servers: list[str] = Field(default_factory=list)
     infra_errors: list[str] = Field(default_factory=list)
-    # Only in the per-task JSON file, not in results.jsonl.
+    # Only in the per-task JSON file, not in results.jsonl: the task as run, and what the agent did.
+    task: Task | None = None
     transcript: Transcript | None = None
 
     @property
