@@ -23,16 +23,24 @@ class JudgeOutputError(ValueError):
     pass
 
 
-def parse_judge_output(text: str) -> tuple[str, str, float | None]:
-    """(label, justification, confidence) from the judge's reply, tolerant of code fences."""
+def extract_json_object(text: str) -> dict[str, Any]:
+    """The JSON object in an LLM judge's reply (code fences and chatter around it are tolerated)."""
     match = _JSON_OBJECT.search(text or "")
     if not match:
-        raise JudgeOutputError(f"no JSON object in judge output: {text[:120]!r}")
+        raise JudgeOutputError(f"no JSON object in judge output: {(text or '')[:120]!r}")
     try:
         data: Any = json.loads(match.group(0))
     except ValueError as exc:
         raise JudgeOutputError(f"judge output is not valid JSON: {exc}") from exc
-    label = str(data.get("coverage_outcome", "")).strip().lower().replace(" ", "_") if isinstance(data, dict) else ""
+    if not isinstance(data, dict):
+        raise JudgeOutputError("judge output is not a JSON object")
+    return data
+
+
+def parse_judge_output(text: str) -> tuple[str, str, float | None]:
+    """(label, justification, confidence) from the judge's reply, tolerant of code fences."""
+    data = extract_json_object(text)
+    label = str(data.get("coverage_outcome", "")).strip().lower().replace(" ", "_")
     if label not in LABEL_SCORES:
         raise JudgeOutputError(f"judge gave no valid coverage_outcome (got {label!r})")
     confidence = data.get("confidence")

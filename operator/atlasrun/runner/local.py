@@ -13,6 +13,7 @@ from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.progress import Progress
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
 from atlasrun.scoring.summary import summarize
 from atlasrun.spec.run import RunSpec
 
@@ -55,11 +56,18 @@ def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: 
             for t in plan.tasks + [e.task for e in plan.excluded]}
     latest = store.load()
     results = [latest[k] for k in sorted(keys) if k in latest]
+    models = summarize(results, [m.name for m in spec.spec.models])
+    grouped = by_model(results)
+    for name, row in models.items():  # 95% bootstrap CIs over tasks (MCP-Atlas C.1)
+        for key, estimate in (("pass_rate_ci", pass_rate_ci(grouped.get(name, []))),
+                              ("mean_coverage_ci", coverage_ci(grouped.get(name, [])))):
+            row[key] = estimate.model_dump(include={"low", "high", "half_width"}) if estimate else None
     summary = {
         "run": spec.metadata.name,
         "judge": engine.judge.info.model_dump(),
+        "judges": [j.info.model_dump() for j in engine.judges],
         "pass_threshold": spec.spec.pass_threshold,
-        "models": summarize(results, [m.name for m in spec.spec.models]),
+        "models": models,
         "rejected_rows": [str(r) for r in plan.rejected],
         "excluded_tasks": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded],
     }
@@ -84,16 +92,20 @@ def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> di
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    header = f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate':>9} {'coverage':>8} " \
+    header = f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate (95% CI)':>18} " \
+             f"{'coverage (CI)':>18} " \
              f"{'excl':>4} {'err':>4} {'calls/task':>10}"
     lines = [header, "-" * len(header)]
 
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.1f}%"
+    def pct(value: float | None, ci: dict[str, float] | None = None) -> str:
+        if value is None:
+            return "-"
+        return f"{100 * value:.1f}%" + (f" ±{100 * ci['half_width']:.1f}" if ci else "")
 
     for model, row in summary["models"].items():
         calls = row["mean_tool_calls"]
         lines.append(f"{model:<28} {row['tasks']:>5} {row['scored']:>6} {row['passed']:>6} "
-                     f"{pct(row['pass_rate']):>9} {pct(row['mean_coverage']):>8} {row['excluded']:>4} "
+                     f"{pct(row['pass_rate'], row.get('pass_rate_ci')):>18} "
+                     f"{pct(row['mean_coverage'], row.get('mean_coverage_ci')):>18} {row['excluded']:>4} "
                      f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10}")
     return "\n".join(lines)

@@ -67,7 +67,7 @@ class ResultsDir:
     def append(self, result: TaskResult) -> None:
         path = self.task_path(result)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, self.redact(result.model_dump_json(indent=1)))
+        atomic_write(path, self.redact(result.model_dump_json(indent=1)))
         line = self.redact(result.model_dump_json(exclude={"task", "transcript"})) + "\n"
         with self.jsonl.open("a", encoding="utf-8") as fh:
             fh.write(line)
@@ -76,11 +76,11 @@ class ResultsDir:
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.root / name
-        _atomic_write(path, self.redact(json.dumps(data, indent=2, sort_keys=False)))
+        atomic_write(path, self.redact(json.dumps(data, indent=2, sort_keys=False)))
         return path
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)

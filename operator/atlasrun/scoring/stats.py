@@ -1,0 +1,244 @@
+"""Statistics over task results: bootstrap CIs, threshold sensitivity, breakdowns, pass@k, paired tests.
+
+Pure functions over lists of :class:`TaskResult`. Only ``status == "scored"``
+results count toward rates. Functions that estimate one model's numbers expect
+one model's results (group with :func:`by_model`). CIs follow MCP-Atlas
+Appendix C.1: nonparametric bootstrap, tasks resampled with replacement, 2.5th
+and 97.5th percentiles. When a task was run several times (repeats) the task is
+the resampling unit, so its repeats stay together.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, computed_field
+
+from atlasrun.scoring.claims import REPORTED_THRESHOLDS
+from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.summary import summarize
+
+RESAMPLES = 2000
+SEED = 0
+LEVEL = 0.95
+# Below this many discordant pairs McNemar uses the exact binomial test.
+MCNEMAR_EXACT_BELOW = 25
+
+
+class Estimate(BaseModel):
+    """A point estimate with a bootstrap confidence interval over ``n`` resampled tasks."""
+
+    point: float
+    low: float
+    high: float
+    n: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+
+def scored(results: Iterable[TaskResult]) -> list[TaskResult]:
+    """The results that count toward rates: scored, with a coverage and a pass/fail."""
+    return [r for r in results if r.status == "scored" and r.coverage is not None and r.passed is not None]
+
+
+def by_model(results: Iterable[TaskResult]) -> dict[str, list[TaskResult]]:
+    out: dict[str, list[TaskResult]] = {}
+    for result in results:
+        out.setdefault(result.model, []).append(result)
+    return out
+
+
+def _passes(coverage: float, threshold: float) -> bool:
+    # Same tolerance as scoring.claims.score_claims.
+    return coverage >= threshold - 1e-9
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted values (numpy's default method)."""
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def bootstrap_mean(groups: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed: int = SEED,
+                   level: float = LEVEL) -> Estimate | None:
+    """Pooled mean of per-task value groups, with a percentile bootstrap CI resampling the groups.
+
+    With one value per task this is the ordinary bootstrap of a mean. Empty groups are ignored;
+    None if no values.
+    """
+    if resamples < 1:
+        raise ValueError("resamples must be at least 1")
+    sums = [math.fsum(g) for g in groups if g]
+    counts = [len(g) for g in groups if g]
+    if not counts:
+        return None
+    point = math.fsum(sums) / sum(counts)
+    rng = random.Random(seed)
+    m = len(counts)
+    stats: list[float] = []
+    for _ in range(resamples):
+        picks = rng.choices(range(m), k=m)
+        stats.append(math.fsum(sums[i] for i in picks) / sum(counts[i] for i in picks))
+    stats.sort()
+    alpha = (1 - level) / 2
+    return Estimate(point=point, low=_quantile(stats, alpha), high=_quantile(stats, 1 - alpha), n=m)
+
+
+def _per_task(results: Iterable[TaskResult], value: Callable[[TaskResult], float]) -> list[list[float]]:
+    groups: dict[str, list[float]] = {}
+    for r in scored(results):
+        groups.setdefault(r.task_id, []).append(value(r))
+    return list(groups.values())
+
+
+def pass_rate_ci(results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED) -> Estimate | None:
+    """Pass rate (primary judge, run threshold) with a bootstrap 95% CI; None if nothing scored."""
+    return bootstrap_mean(_per_task(results, lambda r: float(bool(r.passed))), resamples, seed)
+
+
+def coverage_ci(results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED) -> Estimate | None:
+    """Mean coverage with a bootstrap 95% CI; None if nothing scored."""
+    return bootstrap_mean(_per_task(results, lambda r: float(r.coverage or 0.0)), resamples, seed)
+
+
+def threshold_pass_rates(results: Iterable[TaskResult], thresholds: Sequence[float] = REPORTED_THRESHOLDS,
+                         resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Estimate | None]:
+    """Pass rate at each coverage threshold (MCP-Atlas Appendix G), each with a bootstrap CI."""
+    rows = scored(results)
+
+    def at(threshold: float) -> Estimate | None:
+        return bootstrap_mean(_per_task(rows, lambda r: float(_passes(r.coverage or 0.0, threshold))),
+                              resamples, seed)
+
+    return {f"{t:g}": at(t) for t in thresholds}
+
+
+BreakdownKey = Literal["domain", "category", "server"]
+
+
+def breakdown(results: Iterable[TaskResult], by: BreakdownKey) -> dict[str, dict[str, Any]]:
+    """One model's results grouped by domain, interaction category or server (a task counts for each
+    of its servers), each group with the per-model totals of :func:`scoring.summary.summarize`
+    (tasks, scored, excluded, errored, passed, pass_rate, mean_coverage, pass_rate_at, ...).
+    Missing domain/category/servers group under ``"(none)"``."""
+    relabelled: list[TaskResult] = []
+    for r in results:
+        if by == "server":
+            keys = r.servers or ["(none)"]
+        else:
+            keys = [getattr(r, by) or "(none)"]
+        relabelled.extend(r.model_copy(update={"model": key}) for key in keys)
+    return dict(sorted(summarize(relabelled).items()))
+
+
+class PassAtK(BaseModel):
+    k: int
+    pass_at_k: float   # P(at least one of k repeats passes), unbiased estimator, mean over tasks
+    pass_hat_k: float  # P(all k repeats pass) (pass^k), mean over tasks
+
+
+class RepeatStats(BaseModel):
+    tasks: int
+    repeats_min: int
+    repeats_max: int
+    by_k: list[PassAtK]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task with ``c`` passes in ``n`` scored repeats: 1 - C(n-c,k)/C(n,k)."""
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k for one task: C(c,k)/C(n,k), the chance that k repeats drawn without replacement all pass."""
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def repeat_stats(results: Iterable[TaskResult]) -> RepeatStats | None:
+    """pass@k and pass^k for k = 1..n over one model's repeats, averaged over tasks.
+
+    ``n`` is the smallest number of scored repeats of any task, so every k averages the same tasks
+    (a task with more repeats uses all of them in its estimate). None if nothing scored.
+    """
+    counts: dict[str, tuple[int, int]] = {}
+    for r in scored(results):
+        n, c = counts.get(r.task_id, (0, 0))
+        counts[r.task_id] = (n + 1, c + int(bool(r.passed)))
+    if not counts:
+        return None
+    ns = [n for n, _ in counts.values()]
+    by_k = [PassAtK(k=k, pass_at_k=math.fsum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts),
+                    pass_hat_k=math.fsum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts))
+            for k in range(1, min(ns) + 1)]
+    return RepeatStats(tasks=len(counts), repeats_min=min(ns), repeats_max=max(ns), by_k=by_k)
+
+
+class McNemar(BaseModel):
+    b: int  # A passed, B failed
+    c: int  # A failed, B passed
+    method: Literal["exact", "chi2"]
+    statistic: float | None  # chi-square with continuity correction (None for the exact test)
+    p_value: float
+
+
+def mcnemar(b: int, c: int) -> McNemar:
+    """McNemar's test on the discordant pairs: exact two-sided binomial when b + c < 25, else
+    chi-square (1 df) with continuity correction."""
+    n = b + c
+    if n < MCNEMAR_EXACT_BELOW:
+        tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
+        return McNemar(b=b, c=c, method="exact", statistic=None, p_value=min(1.0, 2 * tail))
+    chi2 = (abs(b - c) - 1) ** 2 / n
+    # Survival function of chi-square with 1 df: P(X > x) = erfc(sqrt(x / 2)).
+    return McNemar(b=b, c=c, method="chi2", statistic=chi2, p_value=math.erfc(math.sqrt(chi2 / 2)))
+
+
+class PairedComparison(BaseModel):
+    pairs: int   # (task, repeat) pairs scored for both models
+    tasks: int   # distinct tasks among them (the bootstrap resampling unit)
+    pass_rate_a: float
+    pass_rate_b: float
+    coverage_a: float
+    coverage_b: float
+    pass_rate_diff: Estimate  # A - B
+    coverage_diff: Estimate   # A - B
+    mcnemar: McNemar
+
+
+def paired_comparison(a: Iterable[TaskResult], b: Iterable[TaskResult], resamples: int = RESAMPLES,
+                      seed: int = SEED) -> PairedComparison | None:
+    """Model A vs model B on the (task, repeat) pairs both scored; None if there are none.
+
+    Differences are A - B with a paired bootstrap CI (tasks resampled, both models' results for a
+    task kept together); McNemar's test is on the pass/fail pairs.
+    """
+    index_b = {(r.task_id, r.repeat): r for r in scored(b)}
+    pairs = [(ra, index_b[(ra.task_id, ra.repeat)]) for ra in scored(a) if (ra.task_id, ra.repeat) in index_b]
+    if not pairs:
+        return None
+    pass_diff: dict[str, list[float]] = {}
+    cov_diff: dict[str, list[float]] = {}
+    for ra, rb in pairs:
+        pass_diff.setdefault(ra.task_id, []).append(float(bool(ra.passed)) - float(bool(rb.passed)))
+        cov_diff.setdefault(ra.task_id, []).append((ra.coverage or 0.0) - (rb.coverage or 0.0))
+    pass_ci = bootstrap_mean(list(pass_diff.values()), resamples, seed)
+    cov_ci = bootstrap_mean(list(cov_diff.values()), resamples, seed)
+    assert pass_ci is not None and cov_ci is not None  # pairs is non-empty
+    n = len(pairs)
+    return PairedComparison(
+        pairs=n, tasks=len(pass_diff),
+        pass_rate_a=sum(bool(ra.passed) for ra, _ in pairs) / n,
+        pass_rate_b=sum(bool(rb.passed) for _, rb in pairs) / n,
+        coverage_a=math.fsum(ra.coverage or 0.0 for ra, _ in pairs) / n,
+        coverage_b=math.fsum(rb.coverage or 0.0 for _, rb in pairs) / n,
+        pass_rate_diff=pass_ci, coverage_diff=cov_ci,
+        mcnemar=mcnemar(sum(1 for ra, rb in pairs if ra.passed and not rb.passed),
+                        sum(1 for ra, rb in pairs if rb.passed and not ra.passed)))
