@@ -10,28 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import os
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
-
-import litellm  # noqa: E402
-
-litellm.suppress_debug_info = True
-litellm.telemetry = False
-
-RETRYABLE = (
-    litellm.RateLimitError,
-    litellm.InternalServerError,
-    litellm.ServiceUnavailableError,
-    litellm.BadGatewayError,
-    litellm.APIConnectionError,
-    litellm.Timeout,
-)
 MAX_RETRY_AFTER_S = 300.0
+
+
+@functools.cache
+def _litellm() -> Any:
+    """litellm, imported on first use: it takes seconds, and most ``atlas`` commands never call a model."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+@functools.cache
+def retryable() -> tuple[type[BaseException], ...]:
+    """Provider errors worth retrying: 429, 5xx, connection failures, timeouts."""
+    lib = _litellm()
+    return (lib.RateLimitError, lib.InternalServerError, lib.ServiceUnavailableError, lib.BadGatewayError,
+            lib.APIConnectionError, lib.Timeout)
 
 
 class ProviderError(RuntimeError):
@@ -105,7 +110,7 @@ def _cost(response: Any) -> float:
     if "response_cost" in hidden:  # litellm already priced it (None: a model with no known price)
         return float(hidden["response_cost"] or 0.0)
     try:
-        return float(litellm.completion_cost(completion_response=response) or 0.0)
+        return float(_litellm().completion_cost(completion_response=response) or 0.0)
     except Exception:  # noqa: BLE001 - unknown models have no price; cost is then 0
         return 0.0
 
@@ -114,13 +119,14 @@ async def complete(endpoint: Endpoint, messages: list[dict[str, Any]], *, retrie
                    timeout_s: float = 600.0, **extra: Any) -> Completion:
     """One chat completion with harness-side retries. Raises ProviderError when it gives up."""
     kwargs = endpoint.kwargs() | extra
+    litellm, retry_on = _litellm(), retryable()
     attempt = 0
     while True:
         started = time.perf_counter()
         try:
             response = await litellm.acompletion(model=endpoint.model, messages=messages, num_retries=0,
                                                  max_retries=0, timeout=timeout_s, **kwargs)
-        except RETRYABLE as exc:
+        except retry_on as exc:
             if attempt >= retries:
                 raise ProviderError(f"{type(exc).__name__} after {attempt} retries: {_short(exc)}", attempt) from exc
             await asyncio.sleep(backoff_s(attempt, backoff_base_s, exc))

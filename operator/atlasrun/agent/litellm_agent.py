@@ -20,6 +20,9 @@ from atlasrun.spec.run import Limits
 from atlasrun.tasks.model import Task
 
 
+PROVIDER_NOTE = "provider failed:"
+
+
 class LiteLLMAgent:
     def __init__(self, name: str, endpoint: Endpoint, system_prompt: str | None = None) -> None:
         self.name = name
@@ -39,7 +42,7 @@ class LiteLLMAgent:
             transcript.stop_reason = "task_timeout"
         transcript.calls = list(surface.calls)
         transcript.infra_errors = list(surface.infra_errors)
-        transcript.final_answer = _last_text(transcript.messages)
+        transcript.final_answer = last_text(transcript.messages)
         transcript.wall_s = time.perf_counter() - started
         return transcript
 
@@ -55,7 +58,7 @@ class LiteLLMAgent:
             except ProviderError as exc:
                 record.error, record.retries = str(exc), exc.retries
                 transcript.stop_reason = "provider_error"
-                transcript.notes.append(f"provider failed: {exc}")
+                transcript.notes.append(f"{PROVIDER_NOTE} {exc}")
                 return
             record.elapsed_s, record.retries = completion.elapsed_s, completion.retries
             record.prompt_tokens, record.completion_tokens = completion.prompt_tokens, completion.completion_tokens
@@ -68,7 +71,7 @@ class LiteLLMAgent:
                 transcript.stop_reason = "answered"
                 return
             records = await asyncio.gather(*(
-                surface.call(tc["function"]["name"], _parse_arguments(tc["function"].get("arguments")), tc["id"])
+                surface.call(tc["function"]["name"], parse_arguments(tc["function"].get("arguments")), tc["id"])
                 for tc in tool_calls))
             transcript.messages.extend(
                 {"role": "tool", "tool_call_id": r.id, "content": r.result} for r in records)
@@ -94,7 +97,7 @@ def _assistant_message(raw: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _parse_arguments(raw: Any) -> Any:
+def parse_arguments(raw: Any) -> Any:
     """JSON arguments -> object; anything unparseable is passed on as-is (the surface rejects it)."""
     if isinstance(raw, dict):
         return raw
@@ -106,7 +109,7 @@ def _parse_arguments(raw: Any) -> Any:
         return raw
 
 
-def _last_text(messages: list[dict[str, Any]]) -> str:
+def last_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         content = message.get("content")
         if message.get("role") == "assistant" and isinstance(content, str) and content.strip():

@@ -18,7 +18,7 @@ from typing import Callable
 
 from atlasrun import naming
 from atlasrun.agent.base import Agent
-from atlasrun.agent.litellm_agent import LiteLLMAgent
+from atlasrun.agent.litellm_agent import PROVIDER_NOTE, LiteLLMAgent
 from atlasrun.agent.replay import ReplayAgent
 from atlasrun.agent.transcript import Transcript
 from atlasrun.judge.base import Judge
@@ -135,7 +135,7 @@ class Engine:
         if previous is not None and previous.status == "error" and (previous.reason or "").startswith("judge"):
             transcript = self.store.load_transcript(previous)
             if transcript is not None:  # only the judge failed: rejudge the saved transcript
-                return await self._score(item, transcript)
+                return await self.score_transcript(item, transcript)
         limits = self.body.limits.for_task(item.task.limits)
         dropped = set(self.plan.dropped_tools.get(item.task.id, []))
         enabled = [t for t in item.task.enabled_tools if t not in dropped]
@@ -162,9 +162,10 @@ class Engine:
                 transcript.notes.append(f"tools of servers not enabled were hidden: {', '.join(sorted(dropped))}")
         finally:
             self.manager.release(instances)
-        return await self._score(item, transcript)
+        return await self.score_transcript(item, transcript)
 
-    async def _score(self, item: Item, transcript: Transcript) -> TaskResult:
+    async def score_transcript(self, item: Item, transcript: Transcript) -> TaskResult:
+        """Judge a finished transcript (also used by ``atlas rescore``): the one path to a score."""
         result = self._base(
             item, transcript=transcript, tool_calls=len(transcript.calls),
             tool_errors=sum(1 for c in transcript.calls if c.is_error), turns=transcript.turns,
@@ -176,7 +177,8 @@ class Engine:
             result.reason = f"infra: {transcript.infra_errors[0]}"
             return result
         if transcript.stop_reason == "provider_error":
-            result.reason = f"provider: {transcript.notes[-1] if transcript.notes else 'failed'}"
+            note = next((n for n in transcript.notes if n.startswith(PROVIDER_NOTE)), PROVIDER_NOTE)
+            result.reason = f"provider: {note}"
             return result
         primary, *others = await judge_task(self.judges, item.task.claims, transcript.final_answer,
                                             self.body.pass_threshold)

@@ -6,12 +6,15 @@ import asyncio
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from atlasrun import __version__
 from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.progress import Progress
+from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
 from atlasrun.scoring.summary import summarize
@@ -56,24 +59,40 @@ def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: 
             for t in plan.tasks + [e.task for e in plan.excluded]}
     latest = store.load()
     results = [latest[k] for k in sorted(keys) if k in latest]
-    models = summarize(results, [m.name for m in spec.spec.models])
+    summary = write_summary(store, spec.metadata.name, [j.info for j in engine.judges], spec.spec.pass_threshold,
+                            results=results, models=[m.name for m in spec.spec.models],
+                            extra={"rejected_rows": [str(r) for r in plan.rejected],
+                                   "excluded_tasks": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded]})
+    planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
+    return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
+
+
+def write_summary(store: ResultsDir, run: str, judges: Sequence[JudgeInfo], threshold: float, *,
+                  results: list[TaskResult] | None = None, models: list[str] | None = None,
+                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """summary.json: per-model totals with 95% bootstrap CIs (MCP-Atlas C.1), from the newest records."""
+    if results is None:
+        latest = store.load()
+        results = [latest[k] for k in sorted(latest)]
+    table = summarize(results, models)
     grouped = by_model(results)
-    for name, row in models.items():  # 95% bootstrap CIs over tasks (MCP-Atlas C.1)
+    for name, row in table.items():
         for key, estimate in (("pass_rate_ci", pass_rate_ci(grouped.get(name, []))),
                               ("mean_coverage_ci", coverage_ci(grouped.get(name, [])))):
             row[key] = estimate.model_dump(include={"low", "high", "half_width"}) if estimate else None
-    summary = {
-        "run": spec.metadata.name,
-        "judge": engine.judge.info.model_dump(),
-        "judges": [j.info.model_dump() for j in engine.judges],
-        "pass_threshold": spec.spec.pass_threshold,
-        "models": models,
-        "rejected_rows": [str(r) for r in plan.rejected],
-        "excluded_tasks": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded],
+    summary: dict[str, Any] = {
+        "run": run,
+        "judge": judges[0].model_dump() if judges else None,
+        "judges": [j.model_dump() for j in judges],
+        "pass_threshold": threshold,
+        "models": table,
+        "rejected_rows": [],
+        "excluded_tasks": list({r.task_id: {"task": r.task_id, "reason": r.reason}
+                                for r in results if r.status == "excluded"}.values()),
     }
+    summary.update(extra or {})
     store.write_json("summary.json", summary)
-    planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
-    return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
+    return summary
 
 
 def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> dict[str, Any]:

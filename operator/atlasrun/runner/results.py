@@ -17,7 +17,7 @@ from typing import Any, Callable
 from atlasrun.agent.transcript import Transcript
 from atlasrun.scoring.result import TaskResult
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
 
 
@@ -28,7 +28,7 @@ class ResultsDir:
         self.redact = redact
 
     def task_path(self, result: TaskResult) -> Path:
-        return self.root / "tasks" / _slug(result.model) / f"{_slug(result.task_id)}.r{result.repeat}.json"
+        return self.root / "tasks" / slug(result.model) / f"{slug(result.task_id)}.r{result.repeat}.json"
 
     def repair(self) -> None:
         """Cut a torn last line (a kill mid-write) so the next append starts on a fresh line."""

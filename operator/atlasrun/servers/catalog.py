@@ -19,18 +19,21 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
 
 from atlasrun.errors import InputError
 from atlasrun.naming import validate_server_name
 
 DEFAULT_CATALOG = Path(__file__).with_name("catalog.yaml")
 _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
+# Catalog files use snake_case; the AtlasRun resource uses camelCase. Both are accepted.
+_CONFIG = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
 
 class Package(BaseModel):
     """A pinned registry package that provides the server."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     manager: Literal["npm", "pip"]
     name: str
     version: str
@@ -41,7 +44,9 @@ class Package(BaseModel):
 
 
 class Egress(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Where a server or model endpoint may connect (becomes NetworkPolicy egress rules)."""
+
+    model_config = _CONFIG
     hosts: list[str] = Field(default_factory=list)
     cidrs: list[str] = Field(default_factory=list)
     ports: list[int] = Field(default_factory=list)
@@ -50,7 +55,7 @@ class Egress(BaseModel):
 class ServerSpec(BaseModel):
     """One MCP server: local launch recipe plus the facts cluster mode needs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     name: str
     description: str = ""
     bucket: str | None = None
@@ -109,7 +114,7 @@ class ServerSpec(BaseModel):
 
 
 class Catalog(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     servers: list[ServerSpec]
 
     def by_name(self) -> dict[str, ServerSpec]:

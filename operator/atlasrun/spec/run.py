@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 
 from atlasrun.errors import InputError
-from atlasrun.servers.catalog import ServerSpec
+from atlasrun.servers.catalog import Egress, ServerSpec
 from atlasrun.tasks.model import TaskLimits
 
 API_VERSION = "atlasrun.dev/v1alpha1"
@@ -46,11 +46,18 @@ class ModelSpec(_Spec):
     params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
     api_base: str | None = None
     api_key_env: str | None = None  # env var holding the key (a Secret key in cluster mode)
+    api_key_secret: "SecretKeyRef | None" = None  # cluster mode: where the key comes from
     max_concurrency: int = Field(default=4, ge=1)
+    egress: Egress = Field(default_factory=Egress)  # cluster mode: the endpoint's hosts/CIDRs/ports
 
     @property
     def litellm_model(self) -> str:
         return self.model or self.name
+
+
+class SecretKeyRef(_Spec):
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=1)
 
 
 class JudgeSpec(_Spec):
@@ -59,7 +66,9 @@ class JudgeSpec(_Spec):
     params: dict[str, Any] = Field(default_factory=dict)
     api_base: str | None = None
     api_key_env: str | None = None
+    api_key_secret: SecretKeyRef | None = None
     max_concurrency: int = Field(default=8, ge=1)
+    egress: Egress = Field(default_factory=Egress)
 
 
 class ServersSpec(_Spec):
@@ -96,6 +105,19 @@ class OutputSpec(_Spec):
     credentials_secret: str | None = None
 
 
+class ClusterSpec(_Spec):
+    """Cluster-mode settings (ignored by ``atlas run``)."""
+
+    runner_image: str | None = None  # image@sha256:... running one task per pod
+    allow_unpinned_images: bool = False  # accept image tags without @sha256 digests
+    network_policy: Literal["vanilla", "cilium", "none"] = "vanilla"
+    queue_name: str | None = None  # Kueue LocalQueue (kueue.x-k8s.io/queue-name label)
+    suspend: bool = False  # stop creating Jobs; running ones are cancelled
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    backoff_limit: int = Field(default=2, ge=0, le=10)
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+
+
 class RunSpecBody(_Spec):
     tasks: TasksSource
     models: list[ModelSpec] = Field(min_length=1)
@@ -108,6 +130,7 @@ class RunSpecBody(_Spec):
     data_dir: str | None = None  # the data root offline servers see (local mode)
     data_mount: str = "/data"  # the path the model sees for the data root
     output: OutputSpec = Field(default_factory=OutputSpec)
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
 
     @model_validator(mode="after")
     def _unique_names(self) -> "RunSpecBody":

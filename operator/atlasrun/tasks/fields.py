@@ -92,7 +92,7 @@ def check_tool_name(name: str) -> None:
         raise FieldError(str(exc)) from exc
 
 
-def _tool_text(content: Any) -> tuple[str, bool]:
+def tool_text(content: Any) -> tuple[str, bool]:
     """Tool message content: a string, or a list of {type:'text', text, isError?} parts."""
     if content is None:
         return "", False
@@ -148,7 +148,7 @@ def parse_openai_trajectory(value: Any) -> list[RefTurn]:
             call = by_id.get(str(msg.get("tool_call_id")))
             if call is None:
                 raise FieldError(f"message {i}: tool result for unknown tool_call_id {msg.get('tool_call_id')!r}")
-            call.output, call.is_error = _tool_text(msg.get("content"))
+            call.output, call.is_error = tool_text(msg.get("content"))
         elif role in ("user", "system"):
             continue
         else:

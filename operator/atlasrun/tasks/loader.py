@@ -111,7 +111,7 @@ def _check_trajectory_tools(task: Task, field_name: str) -> None:
             raise _RowError(field_name, f"calls unknown tool {call.name!r} (not in the enabled tools)")
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (1-based row number, row) from any supported container."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
@@ -157,7 +157,7 @@ def load_tasks(path: str | Path) -> TaskSet:
     seen: dict[str, str] = {}
     label = "row" if source.suffix.lower() in (".csv", ".parquet") else (
         "line" if source.suffix.lower() == ".jsonl" else "task")
-    for number, row in _rows(source):
+    for number, row in read_rows(source):
         where = f"{source.name} {label} {number}"
         if "__error__" in row:
             result.rejected.append(Rejection(where, "(row)", row["__error__"]))

@@ -1,0 +1,207 @@
+"""``atlas audit TASKS``: is every task still solvable, and still true, on the live servers?
+
+Each task's reference trajectory is replayed by the engine (built-in ``replay`` agent,
+``deterministic`` judge, one fresh run), then each task gets every flag that applies,
+most severe first (tasks without a reference trajectory are ``skipped``):
+
+* ``unsolvable`` - a reference tool is not offered any more, the servers failed, a call was
+  not replayed, or a replayed call errored where the recorded reference did not;
+* ``drifted`` - a recorded reference output (MCP-Atlas ``TRAJECTORY`` tool messages; native
+  ``output``) differs from the live output, whitespace normalised;
+* ``unsupported_claims`` - a claim whose key facts are gone from the live tool outputs: the
+  deterministic judge labels it ``not_fulfilled`` against the outputs joined together;
+* otherwise ``ok``. Tasks needing servers that are not enabled are ``skipped`` (not flagged).
+
+Exit status 1 when any task is flagged or any task row was rejected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from atlasrun.agent.transcript import CallRecord, Transcript
+from atlasrun.judge.deterministic import DeterministicJudge
+from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
+from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.scoring.result import TaskResult
+from atlasrun.spec.run import RunSpec
+from atlasrun.tasks.model import RefCall, Task
+
+FLAGS = ("unsolvable", "drifted", "unsupported_claims")  # most severe first
+NO_OUTPUT_CAP = 1_000_000_000  # live outputs are compared in full
+
+
+@dataclass
+class AuditRow:
+    task: str
+    status: str = "ok"  # ok | skipped | one of FLAGS (the most severe)
+    flags: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    calls: int = 0  # reference calls replayed
+
+    def flag(self, name: str, detail: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+            self.flags.sort(key=FLAGS.index)
+            self.status = self.flags[0]
+        self.details.append(f"{name}: {detail}")
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = normalise(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _difference(recorded: str, live: str, context: int = 30) -> str:
+    """Where two outputs first differ (whitespace normalised), with a little context."""
+    a, b = normalise(recorded), normalise(live)
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, at - context)
+    return (f"at character {at} recorded {'...' * (start > 0)}{a[start:at + context]!r}, "
+            f"live {'...' * (start > 0)}{b[start:at + context]!r}")
+
+
+def replayed_calls(task: Task, transcript: Transcript) -> list[tuple[RefCall, CallRecord | None]]:
+    """Each reference call with the live call that replayed it (None if it was not replayed).
+
+    The replay agent writes one assistant message per reference turn with calls, its tool calls
+    in reference order, so ids in message order line up with ``task.reference_calls()``.
+    """
+    by_id: dict[str, list[CallRecord]] = defaultdict(list)
+    for record in transcript.calls:
+        by_id[record.id].append(record)
+    ordered = [str(tc.get("id")) for m in transcript.messages if m.get("role") == "assistant"
+               for tc in (m.get("tool_calls") or [])]
+    live = [by_id[i].pop(0) if by_id.get(i) else None for i in ordered]
+    refs = task.reference_calls()
+    return list(zip(refs, live + [None] * (len(refs) - len(live))))
+
+
+def audit_result(task: Task, result: TaskResult, judge: DeterministicJudge) -> AuditRow:
+    row = AuditRow(task.id)
+    if not task.reference_calls():
+        return AuditRow(task.id, status="skipped", details=["no reference trajectory to replay"])
+    if result.status == "excluded" or result.transcript is None:
+        row.flag("unsolvable", result.reason or "not replayed")
+        return row
+    for error in result.transcript.infra_errors:
+        row.flag("unsolvable", f"server failure: {error}")
+    outputs = []
+    for ref, live in replayed_calls(task, result.transcript):
+        if live is None:
+            row.flag("unsolvable", f"{ref.name} was not replayed")
+            continue
+        row.calls += 1
+        if live.is_error:
+            if not ref.is_error:
+                row.flag("unsolvable", f"{ref.name} {json.dumps(ref.arguments)} failed: {_short(live.result)}")
+            continue
+        outputs.append(live.result)
+        if ref.output is not None and normalise(ref.output) != normalise(live.result):
+            row.flag("drifted", f"{ref.name} {json.dumps(ref.arguments)}: {_difference(ref.output, live.result)}")
+    live_text = "\n\n".join(outputs)
+    for claim in task.claims:
+        verdict = judge.judge_sync(claim, live_text)
+        if verdict.label == "not_fulfilled":
+            row.flag("unsupported_claims", f"{claim!r} ({verdict.reason})")
+    return row
+
+
+def with_live_outputs(task: Task, transcript: Transcript | None) -> Task:
+    """The task with each reference call's output set to what it returned live (errors left as recorded)."""
+    recorded = task.model_copy(deep=True)
+    if transcript is not None:
+        for ref, live in replayed_calls(recorded, transcript):
+            if live is not None and not live.is_error:
+                ref.output, ref.is_error = live.result, False
+    return recorded
+
+
+def audit_spec(tasks: Path, enabled: list[str] | None, parallelism: int) -> RunSpec:
+    body: dict[str, Any] = {"tasks": {"path": str(tasks.resolve())}, "models": [{"name": REPLAY}],
+                            "judges": [{"name": DETERMINISTIC}], "parallelism": parallelism,
+                            "limits": {"toolOutputChars": NO_OUTPUT_CAP}}
+    if enabled is not None:
+        body["servers"] = {"enabled": enabled}
+    return RunSpec.model_validate({"metadata": {"name": "audit"}, "spec": body})
+
+
+def run_audit(spec: RunSpec, out: Path, data_dir: Path, record: Path | None = None) -> tuple[Plan, list[AuditRow]]:
+    plan = plan_run(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[TaskResult] = []
+    engine = Engine(spec, plan, out, data_dir.resolve(), on_result=results.append)
+    asyncio.run(engine.run(engine.items({})))
+    judge = DeterministicJudge()
+    by_id = {r.task_id: r for r in results}
+    rows = [audit_result(task, by_id[task.id], judge) for task in plan.tasks]
+    rows += [AuditRow(e.task.id, status="skipped", details=[e.reason]) for e in plan.excluded]
+    rows.sort(key=lambda r: r.task)
+    if record is not None:
+        recorded = [with_live_outputs(t, by_id[t.id].transcript) for t in plan.tasks] + [e.task for e in plan.excluded]
+        data = [t.model_dump(mode="json", exclude={"source"}, exclude_defaults=True) for t in recorded]
+        record.write_text(yaml.safe_dump({"tasks": data}, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return plan, rows
+
+
+def format_rows(rows: list[AuditRow]) -> str:
+    width = max([len(r.task) for r in rows] + [4])
+    lines = [f"{'task':<{width}}  {'status':<18}  {'calls':>5}  detail", "-" * (width + 40)]
+    for row in rows:
+        detail = row.details[0] if row.details else ""
+        more = f" (+{len(row.details) - 1} more)" if len(row.details) > 1 else ""
+        lines.append(f"{row.task:<{width}}  {row.status:<18}  {row.calls:>5}  {_short(detail, 100)}{more}")
+    counts = Counter(r.status for r in rows)
+    flagged = sum(counts[f] for f in FLAGS)
+    lines.append(f"\n{len(rows)} task(s): {counts['ok']} ok, {flagged} flagged ("
+                 + ", ".join(f"{counts[f]} {f}" for f in FLAGS) + f"), {counts['skipped']} skipped")
+    return "\n".join(lines)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    enabled = [s for item in args.servers_enabled for s in item.split(",") if s] if args.servers_enabled else None
+    spec = audit_spec(Path(args.tasks), enabled, args.parallelism)
+    with tempfile.TemporaryDirectory(prefix="atlas-audit-") as scratch:
+        out = Path(args.out) if args.out else Path(scratch)
+        if args.data_dir:
+            data_dir = Path(args.data_dir)
+        else:
+            data_dir = out / "data"
+            data_dir.mkdir(parents=True, exist_ok=True)
+            print(f"note: no --data-dir: servers see an empty data root ({data_dir})", file=sys.stderr)
+        plan, rows = run_audit(spec, out, data_dir, Path(args.record) if args.record else None)
+        report = {"tasks": [asdict(r) for r in rows], "rejected_rows": [str(r) for r in plan.rejected]}
+        if args.out:
+            (out / "audit.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    for rejection in plan.rejected:
+        print(f"rejected: {rejection}", file=sys.stderr)
+    print(json.dumps(report, indent=2) if args.json else format_rows(rows))
+    return 1 if plan.rejected or any(r.flags for r in rows) else 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("audit", help="replay every task's reference on the live servers; flag drift")
+    parser.add_argument("tasks", metavar="TASKS", help="task file (MCP-Atlas CSV/JSONL/Parquet or native YAML/JSON)")
+    parser.add_argument("--data-dir", help="the data root the servers see (shown to the model as /data)")
+    parser.add_argument("--servers-enabled", nargs="+", metavar="SERVER",
+                        help="only these servers (space or comma separated); tasks needing others are skipped")
+    parser.add_argument("--out", help="keep the replay results (results dir layout) and audit.json here")
+    parser.add_argument("--record", metavar="FILE", help="also write the tasks (native YAML) with the live outputs "
+                        "recorded: a baseline that later audits check for drift")
+    parser.add_argument("--parallelism", type=int, default=8)
+    parser.add_argument("--json", action="store_true", help="print the audit as JSON")
+    parser.set_defaults(func=cmd_audit)

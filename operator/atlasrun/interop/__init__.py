@@ -1,0 +1,1 @@
+"""Converters between AtlasRun results directories and other harnesses' files."""
