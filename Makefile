@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers demo test bench check clean
+.PHONY: help venv servers system-deps demo test bench check clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -18,7 +18,7 @@ help:
 
 $(DEPS_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,cluster]'
 	rm -f $(VENV)/.deps-* && touch $@
 
 venv: $(DEPS_STAMP)
@@ -32,8 +32,17 @@ demo: servers
 	rm -rf runs/demo
 	$(BIN)/atlas init-workspace runs/demo/workspace
 	$(BIN)/atlas run examples/demo.yaml --data-dir runs/demo/workspace --out runs/demo
+	$(BIN)/atlas report runs/demo
 
-test: servers
+# Debian packages the tests use: headless Chromium renders the HTML report.
+system-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      chromium fonts-liberation; \
+	  else echo "warning: chromium missing and cannot apt-get it; report rendering tests will skip"; fi; }
+
+test: servers system-deps
 	$(BIN)/python -m pytest -q
 
 bench: servers
