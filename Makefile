@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers system-deps demo test bench check clean
+.PHONY: help venv servers system-deps tools demo test bench check clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -42,7 +42,11 @@ system-deps:
 	      chromium fonts-liberation; \
 	  else echo "warning: chromium missing and cannot apt-get it; report rendering tests will skip"; fi; }
 
-test: servers system-deps
+# Tools with pins of their own, in their own venvs under ~/.cache/atlasrun/tools.
+tools: venv
+	$(BIN)/python tests/tools.py kubernetes-validate
+
+test: servers system-deps tools
 	$(BIN)/python -m pytest -q
 
 bench: servers

@@ -1,0 +1,67 @@
+"""Image references must be pinned by digest (``name@sha256:<64 hex>``).
+
+A tag can be moved to different bits between two Jobs of the same run; a digest cannot.
+``unpinned_images`` lists every image a run would use that is not pinned, one message each;
+the operator blocks the run with those messages unless ``spec.cluster.allowUnpinnedImages``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from atlasrun.servers.catalog import Catalog, ServerSpec
+from atlasrun.spec.run import RunSpecBody
+
+_DIGEST = re.compile(r"@(?P<algo>[a-z0-9]+(?:[.+_-][a-z0-9]+)*):(?P<hex>[0-9a-zA-Z=_-]+)$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+HOW = "pin it as name@sha256:<64 hex digits>, or set spec.cluster.allowUnpinnedImages: true"
+
+
+def is_pinned(ref: str) -> bool:
+    """True for ``repo[:tag]@sha256:<64 lowercase hex>`` with a non-empty repository."""
+    return _problem(ref) is None
+
+
+def _problem(ref: str) -> str | None:
+    ref = ref.strip()
+    match = _DIGEST.search(ref)
+    if match is None:
+        return "has no @sha256 digest"
+    if not ref[: match.start()]:
+        return "has a digest but no repository name"
+    if match["algo"] != "sha256":
+        return f"uses digest algorithm {match['algo']!r}, not sha256"
+    if not _SHA256.match(match["hex"]):
+        return f"has a malformed sha256 digest ({len(match['hex'])} characters; 64 lowercase hex digits expected)"
+    return None
+
+
+def servers_used(body: RunSpecBody, catalog: Catalog) -> list[ServerSpec]:
+    """The servers a run enables (``spec.servers.enabled``, default all), inline entries included.
+
+    Names not in the catalog are skipped here; planning the run reports them.
+    """
+    table = catalog.merged(body.servers.inline).by_name()
+    names = body.servers.enabled if body.servers.enabled is not None else sorted(table)
+    return [table[n] for n in names if n in table]
+
+
+def unpinned_images(body: RunSpecBody, catalog: Catalog, runner_image: str | None = None) -> list[str]:
+    """One message per image the run uses that is not pinned by digest.
+
+    ``runner_image`` is the operator's default runner image, used when
+    ``spec.cluster.runnerImage`` is not set. Servers without an image are not reported
+    here (``manifests.render_job`` rejects them); ``allowUnpinnedImages`` is the caller's call.
+    """
+    refs: list[tuple[str, str]] = []
+    if body.cluster.runner_image:
+        refs.append(("spec.cluster.runnerImage", body.cluster.runner_image))
+    elif runner_image:
+        refs.append(("the operator's default runner image", runner_image))
+    refs += [(f"server {s.name!r} image", s.image) for s in servers_used(body, catalog) if s.image]
+    messages = []
+    for where, ref in refs:
+        problem = _problem(ref)
+        if problem:
+            messages.append(f"{where} {ref!r} {problem}; {HOW}")
+    return messages

@@ -1,0 +1,395 @@
+"""Pure functions rendering the Kubernetes objects of a run (see ``atlasrun.cluster``).
+
+One Job per (model, task, repeat), named deterministically by ``job_name``, and one
+network policy per run (``render_network_policy``). Conventions the other pieces rely on:
+
+- The run's ConfigMap (``spec_configmap``) holds ``run.yaml`` (the run file) and
+  ``tasks.yaml`` (the tasks); it is mounted read-only at ``/etc/atlasrun`` in the runner.
+- Each task server is a native sidecar (an initContainer with ``restartPolicy: Always``)
+  named ``mcp-<server>``. Its image's entrypoint serves the server over streamable HTTP at
+  ``/mcp`` on ``$ATLAS_SERVER_PORT`` (``ServerSpec.port``); the runner reaches it at
+  ``127.0.0.1:<port>``. The startup/readiness probes are tcpSocket probes, which the kubelet
+  sends to the pod IP, so the bridge must listen on all interfaces (the policy denies ingress).
+  Placeholders in the server's env are filled in: ``{port}``, ``{data_dir}`` (the run's
+  ``dataMount``, a per-pod emptyDir shared with the runner) and ``{scratch_dir}`` (``/tmp``).
+- A server's ``secrets`` (env var names) come from the Secret ``atlasrun-server-<server>``
+  (key = env var name), in that server's container only. The model's (and LLM judges')
+  API keys come from ``apiKeySecret`` into the runner's env only.
+- The runner exits with code 2 for bad input: the Job then fails at once (podFailurePolicy);
+  pod disruptions (eviction, preemption) do not count against ``backoffLimit``.
+- Network policies cannot name hosts: the vanilla policy lists declared hostnames in the
+  ``atlasrun.dev/egress-hosts`` annotation and allows only declared CIDRs; the Cilium policy
+  allows the hostnames through ``toFQDNs``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+import json
+import math
+import re
+from collections import defaultdict
+from typing import Any
+from urllib.parse import urlsplit
+
+from atlasrun.cluster.crd import KIND
+from atlasrun.errors import InputError
+from atlasrun.servers.catalog import Egress, ServerSpec
+from atlasrun.spec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, RunSpecBody
+from atlasrun.tasks.model import TaskLimits
+
+LABEL_APP = "app.kubernetes.io/name"
+LABEL_RUN = "atlasrun.dev/run"
+LABEL_MODEL = "atlasrun.dev/model"
+LABEL_TASK_HASH = "atlasrun.dev/task-hash"
+LABEL_REPEAT = "atlasrun.dev/repeat"
+LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
+ANNOTATION_MODEL = "atlasrun.dev/model"
+ANNOTATION_TASK_ID = "atlasrun.dev/task-id"
+ANNOTATION_EGRESS_HOSTS = "atlasrun.dev/egress-hosts"
+ANNOTATION_EGRESS_NOTE = "atlasrun.dev/egress-note"
+
+SPEC_DIR = "/etc/atlasrun"
+RUN_FILE = "run.yaml"
+TASKS_FILE = "tasks.yaml"
+RUNNER = "runner"
+SIDECAR_PREFIX = "mcp-"
+EXIT_BAD_INPUT = 2
+UID = 65532
+DEADLINE_MARGIN_S = 120
+DEFAULT_EGRESS_PORTS = (443,)
+RUNNER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+SIDECAR_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+# ---------------------------------------------------------------- names and labels
+
+
+def _digest(*parts: object, length: int = 12) -> str:
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:length]
+
+
+def job_name(run: str, model: str, task_id: str, repeat: int) -> str:
+    """``<run>-<model>-<task>-r<repeat>`` as a DNS-1123 label (<= 63 characters), readable
+    prefix truncated as needed, ending in 12 hex digits of sha256 over the exact key."""
+    digest = _digest(run, model, task_id, repeat)
+    readable = re.sub(r"[^a-z0-9]+", "-", f"{run}-{model}-{task_id}-r{repeat}".lower()).strip("-")
+    readable = readable[: 63 - len(digest) - 1].rstrip("-")
+    return f"{readable}-{digest}" if readable else digest
+
+
+def label_value(text: str) -> str:
+    """``text`` if it is a valid label value, else a sanitized prefix plus a hash of ``text``."""
+    if len(text) <= 63 and _LABEL_VALUE.match(text):
+        return text
+    digest = _digest(text, length=10)
+    prefix = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[: 63 - len(digest) - 1]
+    prefix = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", prefix)
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def _fit(name: str, limit: int) -> str:
+    """A DNS name shortened to ``limit`` characters (a hash keeps shortened names distinct)."""
+    if len(name) <= limit:
+        return name
+    return f"{name[: limit - 11].rstrip('-.')}-{_digest(name, length=10)}"
+
+
+def owner_reference(run_name: str, run_uid: str) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": run_name, "uid": run_uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def run_labels(run_name: str) -> dict[str, str]:
+    return {LABEL_APP: "atlasrun", LABEL_RUN: label_value(run_name)}
+
+
+def work_labels(run_name: str, model: str, task_id: str, repeat: int) -> dict[str, str]:
+    return {**run_labels(run_name), LABEL_MODEL: label_value(model),
+            LABEL_TASK_HASH: _digest(task_id, length=16), LABEL_REPEAT: str(repeat)}
+
+
+def server_secret_name(server: str) -> str:
+    return f"atlasrun-server-{server}"
+
+
+def api_key_env(spec: ModelSpec | JudgeSpec) -> str:
+    """The env var holding the key: ``apiKeyEnv``, else litellm's default for the provider
+    prefix of the model id (``anthropic/...`` -> ``ANTHROPIC_API_KEY``; none -> ``OPENAI_API_KEY``)."""
+    if spec.api_key_env:
+        return spec.api_key_env
+    model = spec.model or spec.name
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    return re.sub(r"[^A-Z0-9]+", "_", provider.upper()) + "_API_KEY"
+
+
+# ---------------------------------------------------------------- the Job
+
+
+def _env(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def _secret_env(name: str, secret: str, key: str, optional: bool = False) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": secret, "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+
+
+def _key_env(body: RunSpecBody, model: ModelSpec) -> list[dict[str, Any]]:
+    """API keys for the runner: the model's, then LLM judges'; one env var may carry one key only."""
+    chosen: dict[str, tuple[str, str, str]] = {}
+    sources: list[tuple[str, ModelSpec | JudgeSpec]] = [(f"spec.models[{model.name}]", model)]
+    sources += [(f"spec.judges[{j.name}]", j) for j in body.judges if j.model]
+    for where, spec in sources:
+        if spec.api_key_secret is None:
+            continue
+        name, ref = api_key_env(spec), spec.api_key_secret
+        seen = chosen.setdefault(name, (where, ref.name, ref.key))
+        if seen[1:] != (ref.name, ref.key):
+            raise InputError(f"{name} would come from Secret {ref.name}/{ref.key} here but from "
+                             f"{seen[1]}/{seen[2]} for {seen[0]}; set a distinct apiKeyEnv", where=where)
+    return [_secret_env(name, secret, key) for name, (_, secret, key) in chosen.items()]
+
+
+def _container(name: str, image: str, resources: dict[str, Any], env: list[dict[str, Any]],
+               mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": image,
+        "env": [_env("HOME", "/tmp"), *env],
+        "resources": copy.deepcopy(resources),
+        "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp", "subPath": name}, *mounts],
+    }
+
+
+def _check_servers(servers: list[ServerSpec]) -> None:
+    ports: dict[int, str] = {}
+    for server in servers:
+        where = f"server {server.name!r}"
+        if not server.image:
+            raise InputError("cluster mode needs an image (name@sha256:...) for every server", where=where)
+        if not server.port or not 0 < server.port < 65536:
+            raise InputError("cluster mode needs the port (1-65535) its HTTP bridge listens on", where=where)
+        if server.port in ports:
+            raise InputError(f"port {server.port} is also used by server {ports[server.port]!r}; "
+                             "servers sharing a pod need distinct ports", where=where)
+        ports[server.port] = server.name
+
+
+def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) -> dict[str, Any]:
+    assert server.image and server.port  # _check_servers
+    port = server.port
+    rendered = server.render({"port": str(port), "data_dir": body.data_mount, "scratch_dir": "/tmp"})
+    env = [_env("ATLAS_SERVER_NAME", server.name), _env("ATLAS_SERVER_PORT", str(port))]
+    env += [_env(k, v) for k, v in sorted(rendered.env.items())]
+    env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
+    name = _fit(SIDECAR_PREFIX + server.name, 63)
+    probe = {"tcpSocket": {"port": port}}
+    start_checks = max(1, math.ceil(body.limits.server_start_timeout_s))
+    return {
+        **_container(name, server.image, SIDECAR_RESOURCES, env, [data_mount]),
+        "restartPolicy": "Always",
+        "ports": [{"containerPort": port, "protocol": "TCP"}],
+        "startupProbe": {**probe, "periodSeconds": 1, "failureThreshold": start_checks},
+        "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+    }
+
+
+def _deadline(body: RunSpecBody, limits: Limits, n_servers: int) -> int:
+    """``activeDeadlineSeconds``: the task's timeout plus server start-up, per attempt, plus a margin."""
+    if body.cluster.active_deadline_seconds:
+        return body.cluster.active_deadline_seconds
+    attempt = limits.task_timeout_s + limits.server_start_timeout_s * max(1, n_servers)
+    return math.ceil(attempt + DEADLINE_MARGIN_S) * (body.cluster.backoff_limit + 1)
+
+
+def render_job(run_name: str, run_uid: str, namespace: str, body: RunSpecBody, model: ModelSpec, task_id: str,
+               repeat: int, servers: list[ServerSpec], *, runner_image: str, spec_configmap: str,
+               results_uri: str, s3_secret: str | None, s3_endpoint: str | None,
+               task_limits: TaskLimits | None = None) -> dict[str, Any]:
+    """The Job running one work item: the task's servers as native sidecars plus the runner.
+
+    ``task_limits`` (the task's own overrides) lengthen the Job's deadline when the task
+    allows itself more time than the run's ``limits.taskTimeoutSeconds``."""
+    _check_servers(servers)
+    limits = body.limits.for_task(task_limits or TaskLimits())
+    labels = work_labels(run_name, model.name, task_id, repeat)
+    annotations = {ANNOTATION_MODEL: model.name, ANNOTATION_TASK_ID: task_id}
+    data_mount = {"name": "data", "mountPath": body.data_mount}
+    env = [
+        _env("ATLAS_RUN_SPEC", f"{SPEC_DIR}/{RUN_FILE}"),
+        _env("ATLAS_TASKS", f"{SPEC_DIR}/{TASKS_FILE}"),
+        _env("ATLAS_TASK_ID", task_id),
+        _env("ATLAS_MODEL", model.name),
+        _env("ATLAS_REPEAT", str(repeat)),
+        _env("ATLAS_RESULTS_URI", results_uri),
+        _env("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+        _env("PYTHONDONTWRITEBYTECODE", "1"),
+    ]
+    if s3_endpoint:
+        env.append(_env("AWS_ENDPOINT_URL", s3_endpoint))
+    if s3_secret:
+        env += [_secret_env("AWS_ACCESS_KEY_ID", s3_secret, "AWS_ACCESS_KEY_ID"),
+                _secret_env("AWS_SECRET_ACCESS_KEY", s3_secret, "AWS_SECRET_ACCESS_KEY"),
+                _secret_env("AWS_SESSION_TOKEN", s3_secret, "AWS_SESSION_TOKEN", optional=True),
+                _secret_env("AWS_REGION", s3_secret, "AWS_REGION", optional=True)]
+    env += _key_env(body, model)
+    runner = {
+        **_container(RUNNER, runner_image, RUNNER_RESOURCES, env,
+                     [{"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}, data_mount]),
+        "command": ["atlas", "run-task"],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": [_sidecar(s, body, data_mount) for s in servers],
+        "containers": [runner],
+        "volumes": [
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}},
+            {"name": "spec", "configMap": {"name": spec_configmap, "defaultMode": 0o444}},
+        ],
+    }
+    job_labels = dict(labels)
+    if body.cluster.queue_name:
+        job_labels[LABEL_QUEUE] = body.cluster.queue_name
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(run_name, model.name, task_id, repeat), "namespace": namespace,
+                     "labels": job_labels, "annotations": annotations,
+                     "ownerReferences": [owner_reference(run_name, run_uid)]},
+        "spec": {
+            "suspend": body.cluster.suspend,
+            "completions": 1,
+            "parallelism": 1,
+            "backoffLimit": body.cluster.backoff_limit,
+            "ttlSecondsAfterFinished": body.cluster.ttl_seconds_after_finished,
+            "activeDeadlineSeconds": _deadline(body, limits, len(servers)),
+            "podFailurePolicy": {"rules": [
+                {"action": "FailJob",
+                 "onExitCodes": {"containerName": RUNNER, "operator": "In", "values": [EXIT_BAD_INPUT]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            ]},
+            "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+        },
+    }
+
+
+# ---------------------------------------------------------------- the network policy
+
+
+def _endpoint_egress(url: str) -> Egress:
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    if not parts.hostname:
+        raise InputError(f"cannot tell the host of {url!r}", where="S3 endpoint")
+    port = parts.port or (80 if parts.scheme == "http" else 443)
+    return Egress(hosts=[parts.hostname], ports=[port])
+
+
+def egress_targets(body: RunSpecBody, servers: list[ServerSpec],
+                   s3_endpoint: str | None = None) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
+    """Declared egress of the run's models, judges and servers (and the S3 endpoint), as
+    ({cidr: ports}, {hostname: ports}). Hosts that are IP addresses become /32 or /128 CIDRs;
+    an entry without ports means 443."""
+    declared = [(f"spec.models[{m.name}].egress", m.egress) for m in body.models]
+    declared += [(f"spec.judges[{j.name}].egress", j.egress) for j in body.judges]
+    declared += [(f"server {s.name!r} egress", s.egress) for s in servers]
+    if s3_endpoint:
+        declared.append(("S3 endpoint", _endpoint_egress(s3_endpoint)))
+    cidrs: dict[str, set[int]] = defaultdict(set)
+    hosts: dict[str, set[int]] = defaultdict(set)
+    for where, egress in declared:
+        ports = set(egress.ports or DEFAULT_EGRESS_PORTS)
+        if not all(0 < p < 65536 for p in ports):
+            raise InputError(f"ports must be 1-65535, got {sorted(ports)}", where=where)
+        for cidr in egress.cidrs:
+            try:
+                cidrs[str(ipaddress.ip_network(cidr, strict=False))] |= ports
+            except ValueError as exc:
+                raise InputError(f"not a CIDR: {exc}", where=where) from exc
+        for host in egress.hosts:
+            try:
+                cidrs[str(ipaddress.ip_network(host))] |= ports
+            except ValueError:
+                hosts[host.lower().rstrip(".")] |= ports
+    return dict(cidrs), dict(hosts)
+
+
+def _grouped(targets: dict[str, set[int]]) -> list[tuple[list[str], list[int]]]:
+    """Targets sharing the same ports, as (sorted targets, sorted ports), deterministic."""
+    by_ports: dict[tuple[int, ...], list[str]] = defaultdict(list)
+    for target, ports in targets.items():
+        by_ports[tuple(sorted(ports))].append(target)
+    return sorted((sorted(t), list(p)) for p, t in by_ports.items())
+
+
+def _policy_metadata(run_name: str, namespace: str, run_uid: str) -> dict[str, Any]:
+    return {"name": _fit(f"{run_name}-egress", 253), "namespace": namespace, "labels": run_labels(run_name),
+            "ownerReferences": [owner_reference(run_name, run_uid)]}
+
+
+def render_network_policy(run_name: str, namespace: str, run_uid: str, body: RunSpecBody,
+                          servers: list[ServerSpec], *, s3_endpoint: str | None = None) -> dict[str, Any] | None:
+    """The run's policy per ``spec.cluster.networkPolicy``: ``vanilla`` (NetworkPolicy),
+    ``cilium`` (CiliumNetworkPolicy with toFQDNs) or ``none`` (None). Ingress is denied; egress
+    is allowed to DNS (UDP+TCP 53 to kube-dns) and the declared destinations only."""
+    mode = body.cluster.network_policy
+    if mode == "none":
+        return None
+    cidrs, hosts = egress_targets(body, servers, s3_endpoint)
+    metadata = _policy_metadata(run_name, namespace, run_uid)
+    selector = {"matchLabels": {LABEL_RUN: label_value(run_name)}}
+    if mode == "cilium":
+        return _cilium(metadata, selector, cidrs, hosts)
+    dns = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                   "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+           "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    egress = [dns] + [{"to": [{"ipBlock": {"cidr": c}} for c in group],
+                       "ports": [{"protocol": "TCP", "port": p} for p in ports]}
+                      for group, ports in _grouped(cidrs)]
+    if hosts:
+        metadata["annotations"] = {
+            ANNOTATION_EGRESS_HOSTS: " ".join(f"{h}:{','.join(map(str, sorted(p)))}" for h, p in sorted(hosts.items())),
+            ANNOTATION_EGRESS_NOTE: "a NetworkPolicy cannot match hostnames: these hosts are reachable only "
+                                    "through declared cidrs (or use spec.cluster.networkPolicy: cilium)",
+        }
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata,
+            "spec": {"podSelector": selector, "policyTypes": ["Ingress", "Egress"], "egress": egress}}
+
+
+def _cilium(metadata: dict[str, Any], selector: dict[str, Any], cidrs: dict[str, set[int]],
+            hosts: dict[str, set[int]]) -> dict[str, Any]:
+    def to_ports(ports: list[int]) -> list[dict[str, Any]]:
+        return [{"ports": [{"port": str(p), "protocol": "TCP"} for p in ports]}]
+
+    dns = {"toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system",
+                                            "k8s:k8s-app": "kube-dns"}}],
+           "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+                        "rules": {"dns": [{"matchPattern": "*"}]}}]}
+    egress = [dns]
+    egress += [{"toCIDRSet": [{"cidr": c} for c in group], "toPorts": to_ports(ports)}
+               for group, ports in _grouped(cidrs)]
+    egress += [{"toFQDNs": [{"matchPattern" if "*" in h else "matchName": h} for h in group],
+                "toPorts": to_ports(ports)} for group, ports in _grouped(hosts)]
+    return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy", "metadata": metadata,
+            "spec": {"endpointSelector": selector, "enableDefaultDeny": {"ingress": True, "egress": True},
+                     "egress": egress}}

@@ -1,0 +1,378 @@
+"""``atlas run-task``: run ONE work item (model, task, repeat) inside a Kubernetes pod.
+
+Inputs come from the environment (see ``ENV``; each also has a flag for debugging):
+the run file, the tasks file, the task id, the model name, the repeat, the results
+URI (``s3://bucket/prefix/<run>/``) and the termination message path; S3 access uses
+the standard ``AWS_*`` variables and ``AWS_ENDPOINT_URL``. Optional knobs:
+``ATLAS_S3_ATTEMPTS`` and ``ATLAS_S3_BACKOFF_SECONDS`` (storage retries).
+
+The item runs through the local ``Engine`` unchanged, with the catalog rewritten so that
+every server the task uses is its sidecar: streamable HTTP at
+``http://127.0.0.1:<ServerSpec.port>/mcp``, no local process. The runner first waits (up
+to ``serverStartTimeoutSeconds``) for the sidecar ports to accept connections. The full
+per-task JSON goes to ``<results URI>/tasks/<model>/<task>.r<N>.json``; a summary of at
+most 4 KiB goes to the termination message and to stdout. A record already stored as
+``scored`` or ``excluded`` is kept and not run again (a retried pod never redoes
+finished work); a stored judge failure is rejudged from its transcript, as locally.
+``ATLAS_WORK_DIR`` (``--work-dir``) keeps the local results directory for debugging.
+
+Exit codes (the Job's podFailurePolicy keys on them):
+
+- ``0``: a verdict was reached and stored: ``scored``, ``excluded``, or ``error`` because
+  the judge failed (re-running the agent would not fix the judge; ``atlas rescore``
+  does). Kubernetes does not retry.
+- ``2``: bad input (run file, tasks file, unknown task id or model, repeat out of range,
+  bad results URI, missing S3 credentials, a needed server without a port). Permanent:
+  the podFailurePolicy fails the Job at once.
+- ``3``: the item ended in an ``error`` that says nothing about the model: infrastructure
+  (a sidecar down or broken), the model provider (after its own retries), or a harness
+  failure. The error record IS stored (so the reason is visible) and the pod fails so the
+  Job retries it per ``backoffLimit``; a later success overwrites the record.
+- ``4``: object storage failed after retries: the result could not be stored (or the
+  stored state could not be read). Nothing claims success; the Job retries the pod.
+- anything else (``1``: an unexpected crash, with its traceback) is retried the same way.
+
+The termination summary has ``task, model, repeat, status, reason, coverage, passed,
+tool_calls, wall_s, tokens, cost_usd, infra, result, exit_code``; ``infra`` is true for
+exit codes 3 and 4 (the outcome is not the model's), ``result`` is the stored object's
+URI (null when nothing was stored). Secrets (the run's key env vars, AWS credentials)
+are masked in everything printed or written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from atlasrun.cluster.store import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_BACKOFF_S,
+    S3Results,
+    StoreError,
+)
+from atlasrun.errors import InputError
+from atlasrun.runner.engine import Engine, Item
+from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.runner.redact import Redactor
+from atlasrun.scoring.result import TaskResult
+from atlasrun.servers.catalog import Catalog
+from atlasrun.spec.run import RunSpec, TasksSource, load_run_spec
+
+EXIT_OK, EXIT_INPUT, EXIT_RETRY, EXIT_STORE = 0, 2, 3, 4
+TERMINATION_LIMIT = 4000  # bytes; Kubernetes keeps at most 4096 per container
+DEFAULT_TERMINATION_PATH = "/dev/termination-log"
+SIDECAR_HOST = "127.0.0.1"
+ENV = {
+    "run_spec": "ATLAS_RUN_SPEC",
+    "tasks": "ATLAS_TASKS",
+    "task_id": "ATLAS_TASK_ID",
+    "model": "ATLAS_MODEL",
+    "repeat": "ATLAS_REPEAT",
+    "results_uri": "ATLAS_RESULTS_URI",
+    "termination_path": "ATLAS_TERMINATION_PATH",
+    "s3_attempts": "ATLAS_S3_ATTEMPTS",
+    "s3_backoff_s": "ATLAS_S3_BACKOFF_SECONDS",
+    "work_dir": "ATLAS_WORK_DIR",
+}
+_AWS_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    run_spec: Path
+    tasks: Path | None  # None: the run file's own spec.tasks.path
+    task_id: str
+    model: str
+    repeat: int
+    results_uri: str
+    termination_path: Path = Path(DEFAULT_TERMINATION_PATH)
+    endpoint_url: str | None = None  # None: AWS_ENDPOINT_URL(_S3)
+    s3_attempts: int = DEFAULT_ATTEMPTS
+    s3_backoff_s: float = DEFAULT_BACKOFF_S
+    work_dir: Path | None = None  # keep the local results directory here (default: a temp dir)
+
+
+def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Inputs:
+    """Inputs from ``env`` (``ENV`` names), each overridable (flags); InputError names what is missing."""
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+
+    def value(field: str, required: bool = True) -> str | None:
+        raw = given.get(field, env.get(ENV[field]))
+        text = str(raw).strip() if raw is not None else ""
+        if not text and required:
+            raise InputError("missing (set the env var or pass the flag)", where=ENV[field])
+        return text or None
+
+    def number(field: str, kind: Callable[[str], Any], default: Any, minimum: float) -> Any:
+        text = value(field, required=default is None)
+        if text is None:
+            return default
+        try:
+            parsed = kind(text)
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed < minimum:
+            raise InputError(f"{text!r} is not a {kind.__name__} >= {minimum:g}", where=ENV[field])
+        return parsed
+
+    tasks = value("tasks", required=False)
+    return Inputs(
+        run_spec=Path(str(value("run_spec"))), tasks=Path(tasks) if tasks else None,
+        task_id=str(value("task_id")), model=str(value("model")), repeat=number("repeat", int, None, 0),
+        results_uri=str(value("results_uri")),
+        termination_path=Path(value("termination_path", required=False) or DEFAULT_TERMINATION_PATH),
+        endpoint_url=given.get("endpoint_url"),
+        s3_attempts=number("s3_attempts", int, DEFAULT_ATTEMPTS, 1),
+        s3_backoff_s=number("s3_backoff_s", float, DEFAULT_BACKOFF_S, 0),
+        work_dir=Path(work_dir) if (work_dir := value("work_dir", required=False)) else None,
+    )
+
+
+# -- the work item ---------------------------------------------------------------------------
+
+
+def load_spec(inputs: Inputs) -> RunSpec:
+    """The run file with the tasks file from the inputs and only the selected model."""
+    spec = load_run_spec(inputs.run_spec)
+    body = spec.spec
+    if inputs.tasks is not None:
+        body.tasks = TasksSource(path=str(inputs.tasks.resolve()), ids=body.tasks.ids, limit=body.tasks.limit)
+    elif not body.tasks.path:
+        raise InputError("missing: the run file names no local tasks path", where=ENV["tasks"])
+    models = [m for m in body.models if m.name == inputs.model]
+    if not models:
+        raise InputError(f"model {inputs.model!r} is not in the run (models: "
+                         f"{', '.join(m.name for m in body.models)})", where=ENV["model"])
+    if inputs.repeat >= body.repeats:
+        raise InputError(f"repeat {inputs.repeat} is out of range (the run has {body.repeats} repeat(s): "
+                         f"0..{body.repeats - 1})", where=ENV["repeat"])
+    body.models = models
+    return spec
+
+
+def sidecar_url(port: int) -> str:
+    return f"http://{SIDECAR_HOST}:{port}/mcp"
+
+
+def sidecar_catalog(catalog: Catalog, needed: list[str]) -> Catalog:
+    """``catalog`` with each ``needed`` server reached over streamable HTTP on its sidecar port."""
+    rewritten = []
+    for name in needed:
+        spec = catalog.get(name)
+        if not spec.port:
+            raise InputError(f"server {name!r} has no 'port': in cluster mode it is a sidecar serving "
+                             f"http://{SIDECAR_HOST}:<port>/mcp", where="servers")
+        rewritten.append(spec.model_copy(update={
+            "transport": "http", "url": sidecar_url(spec.port), "command": None, "args": [], "env": {},
+            "cwd": None, "package": None, "isolate_data": False}))
+    return catalog.merged(rewritten)
+
+
+def needed_servers(plan: Plan, task_id: str) -> list[str]:
+    """The servers the engine will connect to for this task (its enabled tools' servers)."""
+    for task in plan.tasks:
+        if task.id == task_id:
+            return [n for n in task.surface_servers if n in plan.enabled_servers]
+    return []
+
+
+def select(engine: Engine, plan: Plan, task_id: str, model: str, repeat: int) -> Item | TaskResult:
+    """The engine's item for the key, or its ``excluded`` record; InputError for an unknown task."""
+    key = (model, task_id, repeat)
+    for item in engine.items({}):
+        if (item.model.name, item.task.id, item.repeat) == key:
+            return item
+    for result in engine.excluded_results():
+        if result.key == key:
+            return result
+    rejected = [str(r) for r in plan.rejected if task_id in str(r)]
+    if rejected:
+        raise InputError(f"task {task_id!r} was rejected: {rejected[0]}", where=ENV["task_id"])
+    known = [t.id for t in plan.tasks] + [e.task.id for e in plan.excluded]
+    shown = ", ".join(known[:10]) + (f", ... ({len(known)} in all)" if len(known) > 10 else "")
+    raise InputError(f"task {task_id!r} is not in the run's tasks ({shown or 'none'})", where=ENV["task_id"])
+
+
+async def wait_for_ports(ports: dict[str, int], timeout_s: float) -> list[str]:
+    """Wait until every sidecar port accepts connections; returns the servers that never did."""
+    deadline = time.monotonic() + timeout_s
+    waiting = dict(ports)
+    while waiting:
+        for name, port in list(waiting.items()):
+            try:
+                _, writer = await asyncio.open_connection(SIDECAR_HOST, port)
+                writer.close()
+                del waiting[name]
+            except OSError:
+                pass
+        if not waiting or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.1)
+    return sorted(waiting)
+
+
+async def execute(engine: Engine, item: Item, timeout_s: float, warn: Callable[[str], None]) -> TaskResult:
+    ports = {n: int(engine.plan.catalog.get(n).port or 0) for n in needed_servers(engine.plan, item.task.id)}
+    for name in await wait_for_ports(ports, timeout_s):
+        warn(f"warning: sidecar {name!r} is not listening on {sidecar_url(ports[name])} after {timeout_s:.0f}s")
+    results: list[TaskResult] = []
+    engine.on_result = results.append
+    await engine.run([item])
+    return results[0]
+
+
+# -- outcome ---------------------------------------------------------------------------------
+
+
+def exit_code(result: TaskResult) -> int:
+    if result.status != "error" or (result.reason or "").startswith("judge"):
+        return EXIT_OK
+    return EXIT_RETRY
+
+
+def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]:
+    return {"task": result.task_id, "model": result.model, "repeat": result.repeat, "status": result.status,
+            "reason": result.reason, "coverage": result.coverage, "passed": result.passed,
+            "tool_calls": result.tool_calls, "wall_s": round(result.wall_s, 3),
+            "tokens": {"prompt": result.prompt_tokens, "completion": result.completion_tokens},
+            "cost_usd": result.cost_usd, "infra": code in (EXIT_RETRY, EXIT_STORE), "result": stored,
+            "exit_code": code}
+
+
+def failure(inputs: Inputs, reason: str, code: int) -> dict[str, Any]:
+    result = TaskResult(task_id=inputs.task_id, model=inputs.model, repeat=inputs.repeat, status="error",
+                        reason=reason)
+    return summary(result, None, code)
+
+
+def compact(data: dict[str, Any], limit: int = TERMINATION_LIMIT) -> str:
+    """JSON of at most ``limit`` bytes: the longest strings are cut until it fits."""
+    data = json.loads(json.dumps(data))
+    text = json.dumps(data, separators=(",", ":"))
+    while len(text.encode()) > limit:
+        strings = [k for k, v in data.items() if isinstance(v, str)]
+        if not strings:
+            return json.dumps({"status": data.get("status"), "exit_code": data.get("exit_code"),
+                               "truncated": True})
+        longest = max(strings, key=lambda k: len(data[k]))
+        value = data[longest]
+        data[longest] = value[: len(value) // 2] + "...[truncated]" if len(value) > 32 else ""
+        if not data[longest]:
+            del data[longest]
+        text = json.dumps(data, separators=(",", ":"))
+    return text
+
+
+def write_termination(path: Path, text: str, warn: Callable[[str], None]) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        warn(f"warning: cannot write the termination message to {path}: {exc.strerror or exc}")
+
+
+def stored_result(store: S3Results, inputs: Inputs, warn: Callable[[str], None]) -> TaskResult | None:
+    """The record a previous attempt stored, if any. Write-only credentials (GetObject denied)
+    only lose the skip of finished work; any other storage failure is raised (before the run)."""
+    try:
+        return store.get_result(inputs.model, inputs.task_id, inputs.repeat)
+    except StoreError as exc:
+        if not exc.denied:
+            raise
+        warn(f"warning: cannot read earlier results ({exc}); running the item")
+        return None
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def local_dir(keep: Path | None) -> Iterator[str]:
+    """The engine's local results directory: ``keep`` if given, else a temporary one."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="atlas-task-") as tmp:
+            yield tmp
+        return
+    keep.mkdir(parents=True, exist_ok=True)
+    yield str(keep)
+
+
+def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
+    """Run the item, store it, write the summary; returns the exit code (see the module docstring)."""
+    aws = Redactor(_AWS_SECRETS)
+    mask: Callable[[str], str] = aws
+
+    def finish(data: dict[str, Any], code: int, message: str | None = None) -> int:
+        text = compact(json.loads(mask(json.dumps(data))))
+        if message:
+            warn(mask(message))
+        print(text, flush=True)
+        write_termination(inputs.termination_path, text, warn)
+        return code
+
+    result: TaskResult | None = None
+    try:
+        spec = load_spec(inputs)
+        plan = plan_run(spec)
+        store = S3Results(inputs.results_uri, inputs.endpoint_url, attempts=inputs.s3_attempts,
+                          backoff_s=inputs.s3_backoff_s, warn=lambda m: warn(mask(m)))
+        plan.catalog = sidecar_catalog(plan.catalog, needed_servers(plan, inputs.task_id))
+        with local_dir(inputs.work_dir) as tmp:
+            # The sidecars see the data at ATLAS_DATA_ROOT, by default the data mount itself (paths
+            # pass unchanged); a different root (e.g. the test's node stand-in) is mapped like locally.
+            data_root = os.environ.get("ATLAS_DATA_ROOT") or spec.spec.data_mount
+            engine = Engine(spec, plan, Path(tmp), Path(data_root))
+            chosen = select(engine, plan, inputs.task_id, inputs.model, inputs.repeat)
+            run_redact = store.redact = engine.store.redact
+
+            def mask(text: str) -> str:
+                return aws(run_redact(text))
+
+            previous = stored_result(store, inputs, warn)
+            if previous is not None and previous.status in ("scored", "excluded"):
+                warn(f"kept: {store.result_uri(previous)} is already {previous.status}; not run again")
+                return finish(summary(previous, store.result_uri(previous), EXIT_OK), EXIT_OK)
+            if isinstance(chosen, Item):
+                if previous is not None:  # lets the engine rejudge a judge failure from its transcript
+                    engine.store.append(previous)
+                    chosen.previous = previous
+                result = asyncio.run(execute(engine, chosen, spec.spec.limits.server_start_timeout_s, warn))
+            else:
+                result = chosen
+            stored = store.put_result(result)
+    except InputError as exc:
+        return finish(failure(inputs, f"input: {exc}", EXIT_INPUT), EXIT_INPUT, f"error: {exc}")
+    except StoreError as exc:
+        if result is None:
+            return finish(failure(inputs, f"storage: {exc}", EXIT_STORE), EXIT_STORE, f"error: storage: {exc}")
+        # The work is done but not stored: keep its costs, claim no verdict.
+        lost = result.model_copy(update={"status": "error", "coverage": None, "passed": None,
+                                         "reason": f"storage: {result.status} result not stored: {exc}"})
+        return finish(summary(lost, None, EXIT_STORE), EXIT_STORE, f"error: result not stored: {exc}")
+    code = exit_code(result)
+    if code != EXIT_OK:
+        warn(mask(f"error: {result.status}: {result.reason}; exiting {code} so the Job retries the pod"))
+    return finish(summary(result, stored, code), code)
+
+
+def main(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    try:
+        inputs = read_inputs(env, overrides)
+    except InputError as exc:
+        _stderr(f"error: {exc}")
+        path = Path((overrides or {}).get("termination_path") or env.get(ENV["termination_path"])
+                    or DEFAULT_TERMINATION_PATH)
+        write_termination(path, compact({"status": "error", "reason": f"input: {exc}", "infra": False,
+                                         "result": None, "exit_code": EXIT_INPUT}), _stderr)
+        return EXIT_INPUT
+    return run_task(inputs)

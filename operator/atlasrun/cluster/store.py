@@ -1,0 +1,322 @@
+"""Results in S3-compatible object storage (AWS S3, MinIO, Ceph RGW, ...).
+
+Layout under ``s3://<bucket>/<prefix>/`` (the prefix ends with the run name, e.g.
+``s3://bench/atlas/my-run/``), mirroring a local results directory:
+
+- ``tasks/<model>/<task>.r<N>.json``: the full per-task record (same slugs and same
+  bytes as ``runner.results.ResultsDir``);
+- ``<name>``: run-level files written with ``write_json`` (``summary.json``, ...).
+
+Every request is retried with exponential backoff and jitter on throttling, 5xx and
+connection errors; when the retries are used up a ``StoreError`` names the object
+and the last error. A finished result is therefore either stored or reported as not
+stored, never silently dropped.
+
+Credentials come only from the standard environment variables (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, optional ``AWS_SESSION_TOKEN``; or the web-identity / container
+credential variables of IRSA and EKS Pod Identity), never from files or the instance
+metadata service; ``download`` fetches a single object (a tasks file). The endpoint from the
+argument, else ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``; the region from
+``AWS_REGION`` / ``AWS_DEFAULT_REGION`` (default ``us-east-1``). Credential values
+never appear in messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from atlasrun.errors import InputError
+from atlasrun.runner.results import slug
+from atlasrun.scoring.result import TaskResult
+
+T = TypeVar("T")
+
+DEFAULT_ATTEMPTS = 10  # with the default backoff: about 1-2.5 minutes before giving up
+DEFAULT_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_RETRYABLE_CODES = {
+    "Throttling", "ThrottlingException", "ThrottledException", "SlowDown", "RequestLimitExceeded",
+    "TooManyRequestsException", "RequestTimeout", "RequestTimeoutException", "InternalError",
+    "ServiceUnavailable", "ServiceUnavailableException", "BandwidthLimitExceeded", "PriorRequestNotComplete",
+}
+_MISSING = {"NoSuchKey", "404", "NotFound"}
+
+
+class StoreError(RuntimeError):
+    """Object storage could not be read or written (after retries where they make sense).
+
+    Not an ``AtlasError``: a storage outage is not bad input, and must not exit 2.
+    ``denied`` is true when the store refused the request (403, AccessDenied).
+    """
+
+    def __init__(self, message: str, denied: bool = False) -> None:
+        super().__init__(message)
+        self.denied = denied
+
+
+@dataclass(frozen=True)
+class S3Location:
+    bucket: str
+    prefix: str  # no leading or trailing slash; may be empty
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def uri(self, name: str = "") -> str:
+        key = self.key(name) if name else self.prefix
+        return f"s3://{self.bucket}/{key}" + ("/" if key and not name else "")
+
+
+def parse_s3_uri(uri: str, where: str = "results URI") -> S3Location:
+    """``s3://bucket[/prefix[/]]`` -> S3Location; InputError naming what is wrong."""
+    parts = urlsplit(uri.strip())
+    if parts.scheme != "s3":
+        raise InputError(f"{uri!r} is not an s3:// URI (expected s3://bucket/prefix/)", where)
+    if parts.query or parts.fragment or "@" in parts.netloc:
+        raise InputError(f"{uri!r}: an s3:// URI has no user, query or fragment", where)
+    if not _BUCKET.match(parts.netloc) or ".." in parts.netloc:
+        raise InputError(f"{uri!r}: {parts.netloc!r} is not a valid bucket name "
+                         "(3-63 lowercase letters, digits, dots, hyphens)", where)
+    prefix = parts.path.strip("/")
+    segments = prefix.split("/") if prefix else []
+    if any(s in ("", ".", "..") for s in segments):
+        raise InputError(f"{uri!r}: the prefix has an empty, '.' or '..' segment", where)
+    return S3Location(parts.netloc, prefix)
+
+
+def _credentials(env: Mapping[str, str]) -> dict[str, str]:
+    """Keys from the env; or {} when the env names a web-identity role or a container credentials
+    endpoint (IRSA, EKS Pod Identity), which botocore then resolves from those same variables.
+    Never anything else: no shared files, no instance metadata (the node's role)."""
+    key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+    if key and secret:
+        creds = {"aws_access_key_id": key, "aws_secret_access_key": secret}
+        if env.get("AWS_SESSION_TOKEN"):
+            creds["aws_session_token"] = env["AWS_SESSION_TOKEN"]
+        return creds
+    if (env.get("AWS_WEB_IDENTITY_TOKEN_FILE") and env.get("AWS_ROLE_ARN")) or \
+            env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+        return {}
+    raise InputError("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for "
+                     "temporary credentials)", where="S3 credentials")
+
+
+def _retryable(exc: Exception) -> bool:
+    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError  # type: ignore[import-untyped]
+
+    if isinstance(exc, (ConnectionError, HTTPClientError)):
+        return True
+    if isinstance(exc, ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        return status == 429 or status >= 500 or exc.response.get("Error", {}).get("Code") in _RETRYABLE_CODES
+    return False
+
+
+def _is_denied(exc: Exception) -> bool:
+    from botocore.exceptions import ClientError
+
+    if not isinstance(exc, ClientError):
+        return False
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    return status == 403 or exc.response.get("Error", {}).get("Code") in ("AccessDenied", "Forbidden")
+
+
+def _is_missing(exc: Exception) -> bool:
+    from botocore.exceptions import ClientError
+
+    return isinstance(exc, ClientError) and str(exc.response.get("Error", {}).get("Code")) in _MISSING
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class S3Results:
+    """One run's results in object storage. Thread-safe (boto3 clients are)."""
+
+    def __init__(self, uri: str, endpoint_url: str | None = None, *, attempts: int = DEFAULT_ATTEMPTS,
+                 backoff_s: float = DEFAULT_BACKOFF_S, redact: Callable[[str], str] = lambda text: text,
+                 warn: Callable[[str], None] = _stderr, env: Mapping[str, str] | None = None) -> None:
+        import boto3  # type: ignore[import-untyped]
+        from botocore.config import Config  # type: ignore[import-untyped]
+
+        env = os.environ if env is None else env
+        self.location = parse_s3_uri(uri)
+        self.attempts = max(1, attempts)
+        self.backoff_s = max(0.0, backoff_s)
+        self.redact = redact  # applied to every record written (the runner's secret masking)
+        self.warn = warn
+        self.endpoint_url = endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
+        if self.endpoint_url and urlsplit(self.endpoint_url).scheme not in ("http", "https"):
+            raise InputError(f"{self.endpoint_url!r} is not an http(s) URL", where="S3 endpoint")
+        config = Config(
+            retries={"total_max_attempts": 1},  # retried here, with one policy for every call
+            connect_timeout=10, read_timeout=60,
+            # S3-compatible stores: path-style addressing, checksums only where the API requires them.
+            s3={"addressing_style": "path"} if self.endpoint_url else {},
+            request_checksum_calculation="when_required", response_checksum_validation="when_required",
+            user_agent_extra="atlasrun",
+        )
+        session = boto3.session.Session(**_credentials(env),
+                                        region_name=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+                                        or "us-east-1")
+        self._client = session.client("s3", endpoint_url=self.endpoint_url, config=config)
+
+    @property
+    def uri(self) -> str:
+        return self.location.uri()
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def task_name(model: str, task_id: str, repeat: int) -> str:
+        return f"tasks/{slug(model)}/{slug(task_id)}.r{repeat}.json"
+
+    def result_uri(self, result: TaskResult) -> str:
+        return self.location.uri(self.task_name(result.model, result.task_id, result.repeat))
+
+    # -- results ------------------------------------------------------------------------------
+
+    def put_result(self, result: TaskResult) -> str:
+        """Store the full per-task record; returns its s3:// URI. Raises StoreError."""
+        name = self.task_name(result.model, result.task_id, result.repeat)
+        self._put(name, self.redact(result.model_dump_json(indent=1)))
+        return self.location.uri(name)
+
+    def get_result(self, model: str, task_id: str, repeat: int) -> TaskResult | None:
+        """The stored record, or None if there is none. Raises StoreError."""
+        name = self.task_name(model, task_id, repeat)
+        data = self._get(name)
+        if data is None:
+            return None
+        try:
+            return TaskResult.model_validate_json(data)
+        except ValueError as exc:
+            raise StoreError(f"{self.location.uri(name)} is not a task result: {exc}") from exc
+
+    def list_results(self, max_workers: int = 16) -> list[TaskResult]:
+        """Every stored per-task record (unreadable objects are skipped with a warning)."""
+        keys = [k for k in self._list(self.location.key("tasks/")) if k.endswith(".json")]
+
+        def load(key: str) -> TaskResult | None:
+            data = self._get_key(key)
+            try:
+                return TaskResult.model_validate_json(data) if data is not None else None
+            except ValueError:
+                self.warn(f"s3: skipping s3://{self.location.bucket}/{key}: not a task result")
+                return None
+
+        with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
+            return [r for r in pool.map(load, keys) if r is not None]
+
+    # -- run-level files ----------------------------------------------------------------------
+
+    def write_json(self, name: str, data: Any) -> str:
+        """Write a run-level JSON file (e.g. ``summary.json``); returns its s3:// URI."""
+        self._check_name(name)
+        self._put(name, self.redact(json.dumps(data, indent=2, sort_keys=False)))
+        return self.location.uri(name)
+
+    def read_json(self, name: str) -> Any | None:
+        data = self.read_bytes(name)
+        return None if data is None else json.loads(data)
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """The object ``<prefix>/<name>``, or None if there is none. Raises StoreError."""
+        self._check_name(name)
+        return self._get(name)
+
+    @staticmethod
+    def _check_name(name: str) -> None:
+        if not name or name.startswith("/") or any(s in ("", ".", "..") for s in name.split("/")):
+            raise InputError(f"{name!r} is not a relative object name", where="results store")
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _put(self, name: str, text: str) -> None:
+        key = self.location.key(name)
+        self._retry(f"write {self.location.uri(name)}", lambda: self._client.put_object(
+            Bucket=self.location.bucket, Key=key, Body=text.encode("utf-8"),
+            ContentType="application/json"))
+
+    def _get(self, name: str) -> bytes | None:
+        return self._get_key(self.location.key(name))
+
+    def _get_key(self, key: str) -> bytes | None:
+        def fetch() -> bytes | None:
+            try:
+                response = self._client.get_object(Bucket=self.location.bucket, Key=key)
+            except Exception as exc:
+                if _is_missing(exc):
+                    return None
+                raise
+            return bytes(response["Body"].read())
+
+        return self._retry(f"read s3://{self.location.bucket}/{key}", fetch)
+
+    def _list(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        token: str | None = None
+
+        def page_after(token: str | None) -> Callable[[], dict[str, Any]]:
+            extra = {"ContinuationToken": token} if token else {}
+            return lambda: dict(self._client.list_objects_v2(Bucket=self.location.bucket, Prefix=prefix, **extra))
+
+        while True:
+            page = self._retry(f"list s3://{self.location.bucket}/{prefix}", page_after(token))
+            keys += [str(o["Key"]) for o in page.get("Contents", [])]
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return keys
+
+    def _retry(self, what: str, call: Callable[[], T]) -> T:
+        started = time.monotonic()
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return call()
+            except Exception as exc:  # classified below: boto errors only
+                if not _is_boto_error(exc):
+                    raise
+                if not _retryable(exc):
+                    raise StoreError(f"could not {what}: {exc}", denied=_is_denied(exc)) from exc
+                if attempt == self.attempts:
+                    raise StoreError(f"could not {what} after {attempt} attempts over "
+                                     f"{time.monotonic() - started:.1f}s: {exc}") from exc
+                delay = min(MAX_BACKOFF_S, self.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+                self.warn(f"s3: {what} failed (attempt {attempt}/{self.attempts}): {exc}; "
+                          f"retrying in {delay:.1f}s")
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+def _is_boto_error(exc: Exception) -> bool:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return isinstance(exc, (BotoCoreError, ClientError))
+
+
+def download(uri: str, dest_dir: Path, endpoint_url: str | None = None) -> Path:
+    """Fetch the object ``s3://bucket/path/name.ext`` (e.g. ``spec.tasks.uri``) to ``dest_dir/name.ext``."""
+    where = "tasks URI"
+    location = parse_s3_uri(uri, where)
+    if not location.prefix or uri.rstrip().endswith("/"):
+        raise InputError(f"{uri!r} names no object (expected s3://bucket/path/file.yaml)", where)
+    parent, _, name = location.prefix.rpartition("/")
+    data = S3Results(f"s3://{location.bucket}/{parent}", endpoint_url).read_bytes(name)
+    if data is None:
+        raise InputError(f"{uri}: no such object", where)
+    path = dest_dir / name
+    path.write_bytes(data)
+    return path
