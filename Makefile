@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers system-deps tools demo test bench check clean
+.PHONY: help venv servers system-deps tools controlplane demo test bench check clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -46,7 +46,13 @@ system-deps:
 tools: venv
 	$(BIN)/python tests/tools.py kubernetes-validate
 
-test: servers system-deps tools
+# A real Kubernetes control plane for the cluster-mode tests: etcd (Debian etcd-server) plus
+# kube-apiserver, kube-controller-manager and kubectl built from tests/cluster/controlplane/go.mod,
+# cached in ~/.cache/atlasrun/k8s/<version> (cold build 10-16 min on 2 cores, then instant).
+controlplane:
+	bash tests/cluster/build-controlplane.sh
+
+test: servers system-deps tools controlplane
 	$(BIN)/python -m pytest -q
 
 bench: servers

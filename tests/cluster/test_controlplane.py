@@ -16,11 +16,18 @@ from typing import Any
 import httpx
 import pytest
 
-from cluster.controlplane import HERE, BinariesMissing, Binaries, ControlPlane, find_binaries, wait_for
+from cluster.controlplane import (
+    HERE,
+    Binaries,
+    BinariesMissing,
+    ControlPlane,
+    find_binaries,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 
-K8S_VERSION = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", (HERE / "controlplane" / "go.mod").read_text(), re.M)
+K8S_VERSION = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", (HERE / "controlplane" / "go.mod").read_text(), re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +123,7 @@ def test_finished_job_is_deleted_by_ttl_controller(cp: ControlPlane) -> None:
     ns = "ttl"
     cp.create_namespace(ns)
     with cp.client() as c:
-        assert c.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=job("done", ttlSecondsAfterFinished=0)).status_code == 201
+        assert c.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=job("done", ttlSecondsAfterFinished=3)).status_code == 201
         (p,) = wait_for(lambda: job_pods(c, ns, "done"), 60, "the Job controller to create a pod")
         name = p["metadata"]["name"]
         now = "2026-01-01T00:00:00Z"
@@ -131,6 +138,12 @@ def test_finished_job_is_deleted_by_ttl_controller(cp: ControlPlane) -> None:
         r = c.put(f"/api/v1/namespaces/{ns}/pods/{name}/status", json=p)
         assert r.status_code == 200, r.text
 
+        def complete() -> bool:
+            status = c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/done").json()["status"]
+            return status.get("succeeded") == 1 and any(
+                cond["type"] == "Complete" and cond["status"] == "True" for cond in status.get("conditions", []))
+
+        wait_for(complete, 60, "the Job controller to mark the Job Complete")
         wait_for(lambda: c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/done").status_code == 404, 90,
                  "ttl-after-finished to delete the completed Job")
         wait_for(lambda: job_pods(c, ns, "done") == [], 60, "the garbage collector to delete the pod")
@@ -180,9 +193,19 @@ def test_rbac_denies_service_account_without_binding(cp: ControlPlane) -> None:
 
 def test_exit_stops_every_process_and_cleans_up(binaries: Binaries) -> None:
     with ControlPlane(binaries, controllers="serviceaccount-controller,serviceaccount-token-controller") as plane:
-        procs = [p for _, p in plane._procs]
-        assert [p.poll() for p in procs] == [None, None, None]
+        procs = plane.processes
+        assert sorted(procs) == ["etcd", "kube-apiserver", "kube-controller-manager"]
+        assert all(p.poll() is None for p in procs.values())
         workdir: Path = plane.workdir  # type: ignore[assignment]
         assert (workdir / "admin.kubeconfig").exists()
-    assert all(p.poll() is not None for p in procs)
+    assert all(p.poll() is not None for p in procs.values())
     assert not workdir.exists()
+    assert not plane.processes
+
+
+def test_component_that_fails_to_start_is_reported_and_the_rest_stopped(binaries: Binaries) -> None:
+    plane = ControlPlane(binaries, apiserver_args=["--no-such-flag"])
+    with pytest.raises(RuntimeError, match=r"(?s)kube-apiserver did not start.*unknown flag: --no-such-flag"):
+        plane.start()
+    assert not plane.processes
+    assert plane.workdir is not None and not plane.workdir.exists()
