@@ -163,11 +163,27 @@ def sidecar_url(port: int) -> str:
     return f"http://{SIDECAR_HOST}:{port}/mcp"
 
 
+def port_overrides() -> dict[str, int]:
+    """``ATLAS_SERVER_PORTS`` (JSON ``{"server": port}``): where a node runs sidecars on other ports
+    than the catalog's (e.g. the tests' node stand-in, where pods share one loopback)."""
+    raw = os.environ.get("ATLAS_SERVER_PORTS")
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+        return {str(k): int(v) for k, v in data.items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InputError(f"not a JSON object of server ports: {exc}", where="ATLAS_SERVER_PORTS") from exc
+
+
 def sidecar_catalog(catalog: Catalog, needed: list[str]) -> Catalog:
     """``catalog`` with each ``needed`` server reached over streamable HTTP on its sidecar port."""
     rewritten = []
+    overrides = port_overrides()
     for name in needed:
         spec = catalog.get(name)
+        if name in overrides:
+            spec = spec.model_copy(update={"port": overrides[name]})
         if not spec.port:
             raise InputError(f"server {name!r} has no 'port': in cluster mode it is a sidecar serving "
                              f"http://{SIDECAR_HOST}:<port>/mcp", where="servers")

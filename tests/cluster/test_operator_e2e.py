@@ -1,0 +1,265 @@
+"""The operator end to end on a real control plane: AtlasRun -> Jobs -> node stand-in -> S3 -> status.
+
+Real: kube-apiserver + kube-controller-manager (Job controller, garbage collector), CRD
+validation, RBAC, PodSecurity ``restricted``; moto's S3 server; the MCP servers; litellm's
+HTTP path to a scripted provider. Stand-in: the node (see node_standin.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from atlasrun.runner.local import run_local
+from atlasrun.servers.catalog import load_catalog
+from atlasrun.spec.run import load_run_spec
+from atlasrun.starter.workspace import create_workspace
+from atlasrun.tasks.loader import load_tasks
+from atlasrun.tasks.model import Task
+from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
+from cluster.controlplane import ControlPlane, find_binaries, wait_for
+from cluster.node_standin import NodeStandIn
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+GROUP_PATH = "/apis/atlasrun.dev/v1alpha1"
+PIN = "@sha256:" + "0" * 64
+TASK_IDS = ["q3-revenue-leader", "engineering-salaries", "latest-commit-author", "northwind-account",
+            "release-meeting-actions", "csv-row-counts"]
+SERVER_PORTS = {"filesystem": 9101, "memory": 9102, "git": 9103, "calculator": 9104, "cli-mcp-server": 9105,
+                "time": 9106, "code-runner": 9107, "everything": 9108}
+
+
+def starter_tasks() -> list[Task]:
+    tasks = {t.id: t for t in load_tasks(REPO / "examples" / "starter" / "tasks.yaml").tasks}
+    return [tasks[i] for i in TASK_IDS]
+
+
+def scripted(tasks: list[Task]) -> Any:
+    """Two scripted models: ``sharp`` follows each reference trajectory and answers with the
+    reference answer; ``sloppy`` does the same but gives up on every other task."""
+    by_prompt = {t.prompt: (i, t) for i, t in enumerate(tasks)}
+
+    def script(body: dict[str, Any]) -> Reply:
+        index, task = by_prompt[body["messages"][-1]["content"] if body["messages"][-1]["role"] == "user"
+                                else next(m["content"] for m in body["messages"] if m["role"] == "user")]
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+        turns = [t for t in task.reference_trajectory if t.calls]
+        if done < len(turns):
+            return Reply(tool_calls=[tool_call(c.name, c.arguments, f"c{done}_{j}")
+                                     for j, c in enumerate(turns[done].calls)])
+        if body["model"].endswith("sloppy") and index % 2:
+            return Reply(content="I could not work that out.")
+        return Reply(content=task.reference_answer or "")
+
+    return script
+
+
+@pytest.fixture(scope="module")
+def cp() -> Iterator[ControlPlane]:
+    find_binaries()
+    with ControlPlane() as plane:
+        plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
+        wait_for(lambda: plane.kubectl("get", "crd", "atlasruns.atlasrun.dev", "-o",
+                                       "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                                       check=False).stdout.strip() == "True", 60, "CRD established")
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                 aws_secret_access_key="test").create_bucket(Bucket="results")
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return create_workspace(tmp_path_factory.mktemp("ws") / "workspace")
+
+
+def _secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+
+def run_manifest(name: str, api_base: str, **cluster: Any) -> dict[str, Any]:
+    catalog = load_catalog()
+    inline = []
+    for server, port in SERVER_PORTS.items():
+        spec = catalog.get(server).model_dump(by_alias=True, exclude_none=True)
+        spec.update({"image": f"registry.example/atlasrun/mcp-{server}{PIN}", "port": port})
+        inline.append(spec)
+    return {"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun", "metadata": {"name": name}, "spec": {
+        "tasks": {"configMap": "starter-tasks"},
+        "models": [{"name": m, "model": f"openai/{m}", "apiBase": api_base, "maxConcurrency": 2,
+                    "apiKeySecret": {"name": "model-key", "key": "key"}, "apiKeyEnv": "OPENAI_API_KEY"}
+                   for m in ("sharp", "sloppy")],
+        "servers": {"inline": inline, "enabled": list(SERVER_PORTS)},
+        "parallelism": 4,
+        "limits": {"retryBackoffSeconds": 0},
+        "output": {"bucket": "results", "prefix": "e2e", "credentialsSecret": "s3-credentials"},
+        "cluster": {"runnerImage": f"registry.example/atlasrun/runner{PIN}", **cluster}}}
+
+
+class Operator:
+    """The operator as its own process, with the given kubeconfig; stoppable and restartable."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, s3_endpoint: str, metrics_port: int) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "ATLAS_S3_ENDPOINT": s3_endpoint,
+                    "ATLAS_METRICS_PORT": str(metrics_port), "ATLAS_RECONCILE_INTERVAL": "1"}
+        self.namespace = namespace
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"atlas-operator-{namespace}.log"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator",
+             "--namespace", self.namespace], env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def get_run(api: httpx.Client, namespace: str, name: str) -> dict[str, Any]:
+    response = api.get(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns/{name}")
+    response.raise_for_status()
+    return dict(response.json())
+
+
+@pytest.fixture(scope="module")
+def env(cp: ControlPlane, s3: str, workspace: Path) -> Iterator[dict[str, Any]]:
+    namespace = "atlas-e2e"
+    cp.create_namespace(namespace, {"pod-security.kubernetes.io/enforce": "restricted"})
+    api = cp.client()
+    tasks = starter_tasks()
+    base = f"/api/v1/namespaces/{namespace}"
+    for secret in (_secret("model-key", {"key": "sk-e2e-secret-value"}),
+                   _secret("s3-credentials", {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                                              "AWS_REGION": "us-east-1"})):
+        api.post(f"{base}/secrets", json=secret).raise_for_status()
+    tasks_yaml = yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in tasks]})
+    api.post(f"{base}/configmaps", json={"apiVersion": "v1", "kind": "ConfigMap",
+                                         "metadata": {"name": "starter-tasks"},
+                                         "data": {"tasks.yaml": tasks_yaml}}).raise_for_status()
+    with ScriptedProvider(scripted(tasks)) as provider, NodeStandIn(api, namespace, workspace) as node:
+        yield {"cp": cp, "api": api, "namespace": namespace, "provider": provider, "node": node, "s3": s3,
+               "tasks": tasks, "workspace": workspace}
+
+
+def wait_phase(api: httpx.Client, namespace: str, name: str, phases: set[str], timeout: float) -> dict[str, Any]:
+    return wait_for(lambda: (run := get_run(api, namespace, name)).get("status", {}).get("phase") in phases
+                    and run, timeout, f"AtlasRun {name} phase in {phases}", interval=1.0)
+
+
+def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], tmp_path: Path) -> None:
+    api, namespace, cp = env["api"], env["namespace"], env["cp"]
+    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator.start()
+    try:
+        manifest = run_manifest("sweep", env["provider"].api_base)
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        run = wait_phase(api, namespace, "sweep", {"Succeeded"}, timeout=600)
+        metrics_text = httpx.get(f"http://127.0.0.1:{operator.env['ATLAS_METRICS_PORT']}/metrics").text
+    finally:
+        operator.stop()
+    assert not env["node"].errors, env["node"].errors
+    status = run["status"]
+    assert status["progress"] == "12/12"
+
+    # The same tasks and models locally: identical pass rates and coverage.
+    local_run = tmp_path / "run.yaml"
+    local_spec = {k: v for k, v in manifest["spec"].items() if k not in ("cluster", "output")}
+    local_spec["tasks"] = {"path": str(tmp_path / "tasks.yaml")}
+    local_spec["servers"] = {"enabled": list(SERVER_PORTS)}
+    (tmp_path / "tasks.yaml").write_text(yaml.safe_dump(
+        {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in env["tasks"]]}))
+    os.environ["OPENAI_API_KEY"] = "sk-local"
+    local_run.write_text(yaml.safe_dump({"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun",
+                                         "metadata": {"name": "local"}, "spec": local_spec}))
+    local = run_local(load_run_spec(local_run), tmp_path / "out", env["workspace"], progress=False)
+    for model in ("sharp", "sloppy"):
+        ours, theirs = status["models"][model], local.summary["models"][model]
+        assert (ours["scored"], ours["passed"]) == (theirs["scored"], theirs["passed"]), (ours, theirs)
+        assert ours["passRate"] == pytest.approx(theirs["pass_rate"])
+        assert ours["meanCoverage"] == pytest.approx(theirs["mean_coverage"], abs=1e-3)
+    assert status["models"]["sharp"]["passRate"] == 1.0 and status["models"]["sloppy"]["passRate"] == 0.5
+
+    # Every per-task result is in S3, and the metrics agree with the status.
+    import boto3
+
+    objects = boto3.client("s3", endpoint_url=env["s3"], region_name="us-east-1", aws_access_key_id="test",
+                           aws_secret_access_key="test").list_objects_v2(Bucket="results", Prefix="e2e/sweep/tasks/")
+    assert objects.get("KeyCount") == 12, objects
+    assert status["resultsURI"] == "s3://results/e2e/sweep/"
+    finished = sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+                   if line.startswith("atlasrun_tasks_total{") and 'run="sweep"' in line)
+    assert finished == 12
+    assert 'atlasrun_pass_rate{model="sharp",run="sweep"} 1.0' in metrics_text
+
+    # kubectl shows the printer columns; the secret never reached status or events.
+    table = cp.kubectl("get", "atlasruns", "-n", namespace).stdout
+    assert "PHASE" in table and "PROGRESS" in table and "sharp=1.00 sloppy=0.50" in table
+    everything = json.dumps(run) + cp.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    assert "sk-e2e-secret-value" not in everything
+
+
+def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any]) -> None:
+    api, namespace, cp = env["api"], env["namespace"], env["cp"]
+    manifest = run_manifest("unpinned", env["provider"].api_base)
+    manifest["spec"]["cluster"]["runnerImage"] = "registry.example/atlasrun/runner:latest"
+    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator.start()
+    try:
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        run = wait_phase(api, namespace, "unpinned", {"Blocked"}, timeout=120)
+    finally:
+        operator.stop()
+    (condition,) = run["status"]["conditions"]
+    assert condition["reason"] == "UnpinnedImage" and "runner:latest" in condition["message"]
+    jobs = api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                   params={"labelSelector": "atlasrun.dev/run=unpinned"}).json()["items"]
+    assert jobs == []
+
+
+def test_invalid_field_is_rejected_by_the_api_server(env: dict[str, Any]) -> None:
+    manifest = run_manifest("invalid", env["provider"].api_base)
+    manifest["spec"]["parallelism"] = 0
+    response = env["api"].post(f"{GROUP_PATH}/namespaces/{env['namespace']}/atlasruns", json=manifest)
+    assert response.status_code == 422
+    assert "spec.parallelism" in response.json()["message"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
