@@ -61,6 +61,7 @@ class NodeStandIn:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="standin-node", daemon=True)
         self.ran: list[str] = []
+        self._running: dict[str, subprocess.Popen[str]] = {}  # pod uid -> runner process
         self.errors: list[str] = []
 
     def __enter__(self) -> "NodeStandIn":
@@ -82,9 +83,10 @@ class NodeStandIn:
                 pods = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods").json().get("items", [])
                 for pod in pods:
                     uid = pod["metadata"]["uid"]
-                    if uid in self._seen or pod.get("status", {}).get("phase") not in (None, "Pending"):
-                        continue
                     if pod["metadata"].get("deletionTimestamp"):
+                        self._finish_deletion(pod)
+                        continue
+                    if uid in self._seen or pod.get("status", {}).get("phase") not in (None, "Pending"):
                         continue
                     self._seen.add(uid)
                     self._bind(pod)
@@ -92,6 +94,18 @@ class NodeStandIn:
             except httpx.HTTPError as exc:
                 self.errors.append(f"list pods: {exc!r}")
             self._stop.wait(0.2)
+
+    def _finish_deletion(self, pod: dict[str, Any]) -> None:
+        """A kubelet confirms a bound pod's graceful deletion once its containers stopped."""
+        meta = pod["metadata"]
+        if meta.get("finalizers"):
+            return  # the owner (e.g. the Job controller) removes its finalizer first
+        if pod["spec"].get("nodeName") == NODE:
+            process = self._running.get(meta["uid"])
+            if process is not None and process.poll() is None:
+                process.terminate()
+            self.api.delete(f"/api/v1/namespaces/{self.namespace}/pods/{meta['name']}",
+                            params={"gracePeriodSeconds": "0"})
 
     def _bind(self, pod: dict[str, Any]) -> None:
         if pod["spec"].get("nodeName"):
@@ -199,7 +213,14 @@ class NodeStandIn:
             if runner["command"][:2] != ["atlas", "run-task"]:
                 raise ValueError(f"runner command {runner['command']} is not atlas run-task")
             command = [sys.executable, "-m", "atlasrun.cli", *runner["command"][1:], *runner.get("args", [])]
-            done = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True, timeout=600)
+            runner_proc = subprocess.Popen(command, env=env, cwd=root, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True)
+            self._running[pod["metadata"]["uid"]] = runner_proc
+            try:
+                _, stderr = runner_proc.communicate(timeout=600)
+            finally:
+                self._running.pop(pod["metadata"]["uid"], None)
+            done = subprocess.CompletedProcess(command, runner_proc.returncode, "", stderr)
             message = termination.read_text() if termination.exists() else (done.stderr or "")[-4096:]
             terminated = {"exitCode": done.returncode, "reason": "Completed" if done.returncode == 0 else "Error",
                           "message": message, "startedAt": started, "finishedAt": _now()}

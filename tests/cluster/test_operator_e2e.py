@@ -12,8 +12,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,3 +263,67 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _first_turns(provider: ScriptedProvider, since: int) -> list[tuple[str, str]]:
+    """(model, prompt) of every request that started a task (only the user message so far)."""
+    return [(r["model"], r["messages"][-1]["content"]) for r in provider.requests[since:]
+            if len(r["messages"]) == 1]
+
+
+def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, Any]) -> None:
+    api, namespace, cp, provider = env["api"], env["namespace"], env["cp"], env["provider"]
+    since = len(provider.requests)
+    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator.start()
+    manifest = run_manifest("restart", provider.api_base)
+    manifest["spec"]["parallelism"] = 2
+    try:
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        wait_for(lambda: int(get_run(api, namespace, "restart").get("status", {}).get("progress", "0/1")
+                             .split("/")[0]) >= 2, 300, "two finished items", interval=0.5)
+        operator.stop(signal.SIGKILL)  # no cleanup, no goodbye
+        time.sleep(5)  # Jobs keep running and finishing while no operator watches
+        operator.start()
+        run = wait_phase(api, namespace, "restart", {"Succeeded"}, timeout=600)
+    finally:
+        operator.stop()
+    assert run["status"]["progress"] == "12/12"
+    jobs = api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                   params={"labelSelector": "atlasrun.dev/run=restart"}).json()["items"]
+    assert len(jobs) == 12 and len({j["metadata"]["name"] for j in jobs}) == 12
+    starts = _first_turns(provider, since)
+    assert len(starts) == 12 and len(set(starts)) == 12  # every (model, task) ran exactly once
+
+
+def test_deleting_a_run_garbage_collects_its_objects(env: dict[str, Any]) -> None:
+    api, namespace, cp = env["api"], env["namespace"], env["cp"]
+    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator.start()
+    selector = {"labelSelector": "atlasrun.dev/run=doomed"}
+    try:
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns",
+                 json=run_manifest("doomed", env["provider"].api_base)).raise_for_status()
+        wait_for(lambda: api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"],
+                 120, "first Jobs")
+        assert api.get(f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+                       params=selector).json()["items"]
+        api.delete(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns/doomed").raise_for_status()
+
+        def gone() -> bool:
+            kinds = [f"/apis/batch/v1/namespaces/{namespace}/jobs", f"/api/v1/namespaces/{namespace}/pods",
+                     f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+                     f"/api/v1/namespaces/{namespace}/configmaps"]
+            left = {k.rsplit("/", 1)[1]: [i["metadata"]["name"] for i in api.get(k, params=selector).json()["items"]]
+                    for k in kinds}
+            remaining.clear()
+            remaining.update({k: v for k, v in left.items() if v})
+            return not remaining
+
+        remaining: dict[str, list[str]] = {}
+        try:
+            wait_for(gone, 180, "the run's Jobs, pods, policy and ConfigMap garbage-collected", interval=1.0)
+        except TimeoutError as exc:
+            raise AssertionError(f"still there: {remaining}") from exc
+    finally:
+        operator.stop()
