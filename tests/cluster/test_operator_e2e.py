@@ -31,6 +31,7 @@ from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from cluster.controlplane import ControlPlane, find_binaries, wait_for
 from cluster.node_standin import NodeStandIn
+from cluster.operator_rbac import install_operator_rbac
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -169,9 +170,10 @@ def env(cp: ControlPlane, s3: str, workspace: Path) -> Iterator[dict[str, Any]]:
     api.post(f"{base}/configmaps", json={"apiVersion": "v1", "kind": "ConfigMap",
                                          "metadata": {"name": "starter-tasks"},
                                          "data": {"tasks.yaml": tasks_yaml}}).raise_for_status()
+    operator_kubeconfig = install_operator_rbac(cp, namespace)  # the chart's RBAC, nothing more
     with ScriptedProvider(scripted(tasks)) as provider, NodeStandIn(api, namespace, workspace) as node:
         yield {"cp": cp, "api": api, "namespace": namespace, "provider": provider, "node": node, "s3": s3,
-               "tasks": tasks, "workspace": workspace}
+               "tasks": tasks, "workspace": workspace, "kubeconfig": operator_kubeconfig}
 
 
 def wait_phase(api: httpx.Client, namespace: str, name: str, phases: set[str], timeout: float) -> dict[str, Any]:
@@ -181,7 +183,7 @@ def wait_phase(api: httpx.Client, namespace: str, name: str, phases: set[str], t
 
 def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], tmp_path: Path) -> None:
     api, namespace, cp = env["api"], env["namespace"], env["cp"]
-    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
     operator.start()
     try:
         manifest = run_manifest("sweep", env["provider"].api_base)
@@ -235,7 +237,7 @@ def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any])
     api, namespace, cp = env["api"], env["namespace"], env["cp"]
     manifest = run_manifest("unpinned", env["provider"].api_base)
     manifest["spec"]["cluster"]["runnerImage"] = "registry.example/atlasrun/runner:latest"
-    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
     operator.start()
     try:
         api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
@@ -274,7 +276,7 @@ def _first_turns(provider: ScriptedProvider, since: int) -> list[tuple[str, str]
 def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, Any]) -> None:
     api, namespace, cp, provider = env["api"], env["namespace"], env["cp"], env["provider"]
     since = len(provider.requests)
-    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
     operator.start()
     manifest = run_manifest("restart", provider.api_base)
     manifest["spec"]["parallelism"] = 2
@@ -298,7 +300,7 @@ def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, A
 
 def test_deleting_a_run_garbage_collects_its_objects(env: dict[str, Any]) -> None:
     api, namespace, cp = env["api"], env["namespace"], env["cp"]
-    operator = Operator(cp.kubeconfig, namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
     operator.start()
     selector = {"labelSelector": "atlasrun.dev/run=doomed"}
     try:

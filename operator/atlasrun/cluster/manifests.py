@@ -193,7 +193,8 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
     assert server.image and server.port  # _check_servers
     port = server.port
     rendered = server.render({"port": str(port), "data_dir": body.data_mount, "scratch_dir": "/tmp"})
-    env = [_env("ATLAS_SERVER_NAME", server.name), _env("ATLAS_SERVER_PORT", str(port))]
+    env = [_env("ATLAS_SERVER_NAME", server.name), _env("ATLAS_SERVER_PORT", str(port)),
+           _env("ATLAS_DATA_DIR", body.data_mount)]
     env += [_env(k, v) for k, v in sorted(rendered.env.items())]
     env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
     name = _fit(SIDECAR_PREFIX + server.name, 63)

@@ -1,0 +1,322 @@
+"""Build contexts for the AtlasRun images, prepared on the host (images/build.sh drives this).
+
+Every Python package an image installs comes from ``<context>/wheels`` (``pip install
+--no-index --find-links``) and every npm package from ``<context>/npm-cache`` (``npm install
+--offline``), so the image build itself needs no package registry. This module fills those
+directories while the registries are reachable (``pip download`` for the target platform,
+CPython 3.11 on Debian bookworm's glibc 2.36, x86_64 by default), and writes the build
+arguments of each image to ``<context>/build-args`` (``KEY=VALUE`` lines, one ``--build-arg``
+each).
+
+Targets: ``runner``, ``operator`` and ``mcp-<server>`` for every stdio server of
+operator/atlasrun/servers/catalog.yaml (the catalog pins each package's version). Usage::
+
+    python images/context.py targets                  # the default target list
+    python images/context.py prepare TARGET DIR       # a complete build context
+    python images/context.py wheels DIR REQ...        # only the wheel download step
+    python images/context.py runner-requirements      # atlasrun[cluster] requirements
+    python images/context.py lock-set NAME REF [KEY=VALUE...]   # record a digest in images.lock
+    python images/context.py helm-values              # chart values (operator, runner) from images.lock
+    python images/context.py catalog-images           # `image:` per catalog server from images.lock
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGES = ROOT / "images"
+CATALOG = ROOT / "operator" / "atlasrun" / "servers" / "catalog.yaml"
+PYPROJECT = ROOT / "pyproject.toml"
+LOCK = Path(os.environ.get("ATLAS_IMAGES_LOCK", IMAGES / "images.lock"))
+BASE_LOCK = IMAGES / "base-digests.lock"
+
+# The images' Python: CPython 3.11 on Debian bookworm (glibc 2.36).
+PYTHON_VERSION = "3.11"
+ABI = "cp311"
+GLIBC_MINOR = 36
+ARCH = os.environ.get("ATLAS_IMAGE_ARCH", "x86_64")
+# Fallback if the catalog has no mcp-proxy entry (it pins one for calculator-http).
+MCP_PROXY = {"version": "0.13.0", "extra": ["mcp<2"]}
+
+
+class ContextError(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str], **kw: Any) -> None:
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        raise ContextError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-4000:]}"
+                           f"{proc.stderr[-4000:]}")
+
+
+# ---------------------------------------------------------------- Python wheels
+
+
+def platform_args(arch: str = ARCH) -> list[str]:
+    """``pip download`` flags selecting wheels that install on the images' CPython 3.11 /
+    glibc 2.36. pip < 24 does not expand ``manylinux_2_36`` to older glibc tags, so each
+    manylinux tag is listed."""
+    plats = [f"manylinux_2_{minor}_{arch}" for minor in range(GLIBC_MINOR, 16, -1)]
+    if arch in ("x86_64", "i686"):
+        plats += [f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
+    args = ["--only-binary=:all:", "--implementation", "cp", "--python-version", PYTHON_VERSION, "--abi", ABI]
+    for plat in plats:
+        args += ["--platform", plat]
+    return args
+
+
+def download_wheels(dest: Path, requirements: list[str], *, find_links: tuple[Path, ...] = ()) -> list[Path]:
+    """``pip download`` every requirement and its dependencies into ``dest`` as wheels for the
+    image platform. Sdist-only packages fail here (name and all), not inside the image build."""
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
+           "--progress-bar", "off", "-d", str(dest), *platform_args()]
+    for link in find_links:
+        cmd += ["--find-links", str(link)]
+    _run([*cmd, *requirements])
+    return sorted(dest.glob("*.whl"))
+
+
+def runner_requirements() -> list[str]:
+    """``atlasrun[cluster]``'s requirements, from pyproject.toml."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["cluster"]]
+
+
+def atlasrun_version() -> str:
+    return tomllib.loads(PYPROJECT.read_text())["project"]["version"]
+
+
+def build_atlasrun_wheel(dest: Path) -> Path:
+    """Build the atlasrun wheel from a copy of the sources (never writes into the repo)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
+    with tempfile.TemporaryDirectory(prefix="atlasrun-src-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        shutil.copy2(PYPROJECT, src / "pyproject.toml")
+        for extra in ("README.md", "LICENSE"):
+            if (ROOT / extra).exists():
+                shutil.copy2(ROOT / extra, src / extra)
+        shutil.copytree(ROOT / "operator", src / "operator", ignore=ignore)
+        _run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-input",
+              "--no-deps", "-w", str(dest), str(src)])
+    wheels = sorted(dest.glob(f"atlasrun-{atlasrun_version()}-*.whl"))
+    if not wheels:
+        raise ContextError(f"pip wheel built no atlasrun-{atlasrun_version()} wheel in {dest}")
+    return wheels[-1]
+
+
+# ---------------------------------------------------------------- the catalog
+
+
+def load_catalog() -> list[dict[str, Any]]:
+    return yaml.safe_load(CATALOG.read_text())["servers"]
+
+
+def mcp_proxy_pin() -> dict[str, Any]:
+    """mcp-proxy's version and extras, as pinned by the catalog (calculator-http)."""
+    for entry in load_catalog():
+        pkg = entry.get("package") or {}
+        if pkg.get("manager") == "pip" and pkg.get("name") == "mcp-proxy":
+            extra = [e for e in pkg.get("extra", []) if e.replace(" ", "").startswith("mcp<")]
+            return {"version": pkg["version"], "extra": extra or MCP_PROXY["extra"]}
+    return MCP_PROXY
+
+
+def sidecar_servers() -> list[dict[str, Any]]:
+    """Catalog entries that get a sidecar image: stdio servers with a package."""
+    return [e for e in load_catalog() if e.get("transport", "stdio") == "stdio" and e.get("package")]
+
+
+# Debian packages a server needs at run time beyond the Python base (name -> apt packages).
+# These come from the Debian mirror during the build (the one non-offline step).
+SYSTEM_PACKAGES = {"git": ["git"]}
+
+
+def server_build_args(name: str) -> dict[str, str]:
+    entries = {e["name"]: e for e in sidecar_servers()}
+    if name not in entries:
+        raise ContextError(f"no stdio server {name!r} with a package in {CATALOG}; "
+                           f"known: {', '.join(sorted(entries))}")
+    entry = entries[name]
+    pkg = entry["package"]
+    command = entry.get("command") or ""
+    binary = pkg.get("bin") or Path(command).name or pkg["name"].rsplit("/", 1)[-1]
+    proxy = mcp_proxy_pin()
+    return {
+        "SERVER_NAME": name,
+        "SERVER_MANAGER": pkg["manager"],
+        "SERVER_PACKAGE": pkg["name"],
+        "SERVER_VERSION": str(pkg["version"]),
+        "SERVER_BIN": binary,
+        "SERVER_EXTRA": " ".join(pkg.get("extra", [])),
+        "SERVER_ARGS": json.dumps(entry.get("args", [])),
+        "SERVER_CWD": entry.get("cwd") or "{data_dir}",
+        "SERVER_APT_PACKAGES": " ".join(SYSTEM_PACKAGES.get(name, [])),
+        "MCP_PROXY_VERSION": proxy["version"],
+        "MCP_PROXY_EXTRA": " ".join(proxy["extra"]),
+    }
+
+
+# ---------------------------------------------------------------- contexts
+
+
+def targets() -> list[str]:
+    return ["runner", "operator", *[f"mcp-{e['name']}" for e in sidecar_servers()]]
+
+
+def dockerfile(target: str) -> Path:
+    kind = "mcp-server" if target.startswith("mcp-") else target
+    path = IMAGES / kind / "Dockerfile"
+    if not path.exists():
+        raise ContextError(f"unknown target {target!r}; known: {', '.join(targets())}")
+    return path
+
+
+def _npm_cache(dest: Path, package: str, version: str) -> None:
+    """Fill an npm cache with ``package@version`` and its dependency tree (tarballs and
+    metadata), so ``npm install --offline --cache <dest>`` works inside the build."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="atlasrun-npm-") as tmp:
+        _run(["npm", "install", "--global", "--prefix", tmp, "--cache", str(dest), "--no-audit", "--no-fund",
+              "--no-update-notifier", "--ignore-scripts", f"{package}@{version}"])
+
+
+def prepare(target: str, ctx: Path) -> dict[str, str]:
+    """A complete build context for ``target`` in ``ctx``; returns the build args."""
+    dockerfile(target)  # validates the target
+    if ctx.exists():
+        shutil.rmtree(ctx)
+    wheels, npm = ctx / "wheels", ctx / "npm-cache"
+    wheels.mkdir(parents=True)
+    npm.mkdir()
+    (npm / ".keep").touch()  # COPY needs the directory to exist even when empty
+    if target in ("runner", "operator"):
+        wheel = build_atlasrun_wheel(wheels)
+        download_wheels(wheels, [f"{wheel}[cluster]"])
+        args = {"ATLASRUN_VERSION": atlasrun_version()}
+    else:
+        args = server_build_args(target.removeprefix("mcp-"))
+        proxy = [f"mcp-proxy=={args['MCP_PROXY_VERSION']}", *args["MCP_PROXY_EXTRA"].split()]
+        download_wheels(wheels, proxy)
+        if args["SERVER_MANAGER"] == "pip":
+            download_wheels(wheels, [f"{args['SERVER_PACKAGE']}=={args['SERVER_VERSION']}",
+                                     *args["SERVER_EXTRA"].split()])
+        else:
+            _npm_cache(npm, args["SERVER_PACKAGE"], args["SERVER_VERSION"])
+        shutil.copy2(IMAGES / "mcp-server" / "sidecar.py", ctx / "sidecar.py")
+    (ctx / "build-args").write_text("".join(f"{k}={v}\n" for k, v in args.items()))
+    (ctx / "wheels.txt").write_text("".join(f"{w.name}\n" for w in sorted(wheels.glob("*.whl"))))
+    return args
+
+
+# ---------------------------------------------------------------- lock files
+
+
+def base_images() -> dict[str, str]:
+    """images/base-digests.lock: ``ARG_NAME=ref@sha256:...`` lines (comments allowed)."""
+    refs = {}
+    for line in BASE_LOCK.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            refs[key.strip()] = value.strip()
+    return refs
+
+
+LOCK_HEADER = """\
+# Image digests written by images/build.sh: name -> image@sha256. Consumers pin from here:
+# the catalog's `image:` for each server (mcp-<server>), the operator's ATLAS_RUNNER_IMAGE /
+# chart values for runner and operator. `provenance` says how each digest was produced.
+"""
+
+
+def read_lock(path: Path = LOCK) -> dict[str, Any]:
+    if not path.exists():
+        return {"images": {}, "provenance": {}}
+    data = yaml.safe_load(path.read_text()) or {}
+    return {"images": data.get("images") or {}, "provenance": data.get("provenance") or {}}
+
+
+def lock_set(name: str, ref: str, info: dict[str, str], path: Path = LOCK) -> None:
+    data = read_lock(path)
+    data["images"][name] = ref
+    data["provenance"][name] = info
+    data = {"images": dict(sorted(data["images"].items())), "provenance": dict(sorted(data["provenance"].items()))}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(LOCK_HEADER + yaml.safe_dump(data, sort_keys=False, width=200))
+    tmp.replace(path)
+
+
+def _split(ref: str) -> tuple[str, str]:
+    repository, _, digest = ref.partition("@")
+    return repository, digest
+
+
+def helm_values(path: Path = LOCK) -> dict[str, Any]:
+    """Values for charts/atlasrun from the lock: ``image`` (operator) and ``runnerImage``."""
+    images = read_lock(path)["images"]
+    values: dict[str, Any] = {}
+    for key, name in (("image", "operator"), ("runnerImage", "runner")):
+        if name in images:
+            repository, digest = _split(images[name])
+            values[key] = {"repository": repository, "digest": digest}
+    return values
+
+
+def catalog_images(path: Path = LOCK) -> dict[str, str]:
+    """Server name -> pinned image, for the catalog's ``image:`` fields."""
+    return {name.removeprefix("mcp-"): ref for name, ref in read_lock(path)["images"].items()
+            if name.startswith("mcp-")}
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    cmd, rest = argv[0], argv[1:]
+    try:
+        if cmd == "targets":
+            print("\n".join(targets()))
+        elif cmd == "dockerfile" and len(rest) == 1:
+            print(dockerfile(rest[0]))
+        elif cmd == "prepare" and len(rest) == 2:
+            prepare(rest[0], Path(rest[1]))
+        elif cmd == "wheels" and len(rest) >= 2:
+            for wheel in download_wheels(Path(rest[0]), rest[1:]):
+                print(wheel.name)
+        elif cmd == "runner-requirements":
+            print("\n".join(runner_requirements()))
+        elif cmd == "base-images":
+            print("".join(f"{k}={v}\n" for k, v in base_images().items()), end="")
+        elif cmd == "helm-values":
+            print(yaml.safe_dump(helm_values(), sort_keys=False), end="")
+        elif cmd == "catalog-images":
+            print(yaml.safe_dump(catalog_images(), sort_keys=True), end="")
+        elif cmd == "lock-set" and len(rest) >= 2:
+            info = dict(kv.split("=", 1) for kv in rest[2:])
+            lock_set(rest[0], rest[1], info)
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+    except ContextError as exc:
+        print(f"images/context.py: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
