@@ -66,8 +66,9 @@ controlplane:
 test: servers system-deps tools chart-tools controlplane
 	$(BIN)/python -m pytest -q
 
-bench: servers
+bench: servers chart-tools controlplane
 	$(BIN)/python bench/harness.py
+	$(BIN)/python bench/operator_load.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -234,7 +234,7 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], t
 
 
 def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any]) -> None:
-    api, namespace, cp = env["api"], env["namespace"], env["cp"]
+    api, namespace = env["api"], env["namespace"]
     manifest = run_manifest("unpinned", env["provider"].api_base)
     manifest["spec"]["cluster"]["runnerImage"] = "registry.example/atlasrun/runner:latest"
     operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
@@ -274,7 +274,7 @@ def _first_turns(provider: ScriptedProvider, since: int) -> list[tuple[str, str]
 
 
 def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, Any]) -> None:
-    api, namespace, cp, provider = env["api"], env["namespace"], env["cp"], env["provider"]
+    api, namespace, provider = env["api"], env["namespace"], env["provider"]
     since = len(provider.requests)
     operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
     operator.start()
