@@ -69,3 +69,12 @@ def test_run_prints_a_table_and_writes_results(tmp_path: Path, data_dir: Path) -
     row = json.loads(lines[0])
     assert (row["task_id"], row["status"], row["passed"], row["coverage"]) == ("sum-numbers", "scored", True, 1.0)
     assert "transcript" not in row
+
+
+def test_example_run_files_are_valid() -> None:
+    from atlasrun.spec.run import load_run_spec
+
+    repo = Path(__file__).resolve().parents[1]
+    for name in ("demo.yaml", "run.yaml"):
+        spec = load_run_spec(repo / "examples" / name)
+        assert spec.kind == "AtlasRun" and spec.spec.models
