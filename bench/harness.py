@@ -170,6 +170,8 @@ def main() -> None:
         rows.append(("server start-up (ms)", f"{ours_spawn:.0f}", f"{floor_spawn:.0f} bare spawn+init",
                      f"{ours_spawn / floor_spawn:.2f}x floor"))
 
+        # Warm-up (imports, litellm's first-call setup, connection pools), not measured.
+        asyncio.run(run_engine(engine_for(api_base, 1, False, work / "warm", data, 20)))
         # Concurrency 1, pooled: per-task overhead = wall - model - tool.
         wall, results = asyncio.run(run_engine(engine_for(api_base, 1, False, work / "c1", data, args.tasks)))
         per_task = wall / len(results) * 1000
