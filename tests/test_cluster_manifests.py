@@ -167,6 +167,17 @@ def test_runner_env_follows_the_contract_and_only_it_sees_model_keys() -> None:
     assert not any(e.get("value") and "key" in e["name"].lower() for c in containers(job) for e in c["env"])
 
 
+def test_data_volume_is_copied_into_each_pods_own_data_before_the_servers_start() -> None:
+    pod = make_job(make_body(dataVolume={"configMap": {"name": "workspace"}}))["spec"]["template"]["spec"]
+    seed = pod["initContainers"][0]
+    assert seed["name"] == "seed-data" and "restartPolicy" not in seed  # a plain init container, runs first
+    assert seed["command"] == ["cp", "-a", "/data-source/.", "/data/"]
+    assert {"name": "data-source", "configMap": {"name": "workspace"}} in pod["volumes"]
+    assert {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}} in pod["volumes"]  # writes stay in the pod
+    assert seed["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "seed-data" not in [c["name"] for c in make_job()["spec"]["template"]["spec"]["initContainers"]]
+
+
 def test_job_metadata_owner_policy_and_kueue() -> None:
     job = make_job(make_body(queueName="team-a", suspend=True, backoffLimit=3, ttlSecondsAfterFinished=60))
     meta, spec = job["metadata"], job["spec"]
@@ -424,7 +435,7 @@ def _write(path: Path, obj: dict[str, Any]) -> Path:
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_manifests_validate_strictly(kubernetes_validate: Path, tmp_path: Path, version: str) -> None:
-    body = make_body(queueName="team-a")
+    body = make_body(queueName="team-a", dataVolume={"persistentVolumeClaim": {"claimName": "data", "readOnly": True}})
     files = [
         _write(tmp_path / "job.yaml", make_job(body)),
         _write(tmp_path / "netpol.yaml", render_network_policy("demo", "evals", UID, body, SERVERS,

@@ -56,6 +56,8 @@ RUN_FILE = "run.yaml"
 TASKS_FILE = "tasks.yaml"
 RUNNER = "runner"
 SIDECAR_PREFIX = "mcp-"
+DATA_SOURCE = "data-source"
+DATA_SOURCE_PATH = "/data-source"
 EXIT_BAD_INPUT = 2
 UID = 65532
 DEADLINE_MARGIN_S = 120
@@ -209,6 +211,17 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
     }
 
 
+def _seed_data(body: RunSpecBody, runner_image: str, data_mount: dict[str, Any]) -> list[dict[str, Any]]:
+    """With ``spec.cluster.dataVolume``: copy it into the pod's own data volume before the servers
+    start, so every task sees the same fresh data and no write reaches the shared source."""
+    if not body.cluster.data_volume:
+        return []
+    seed = _container("seed-data", runner_image, SIDECAR_RESOURCES, [],
+                      [{"name": DATA_SOURCE, "mountPath": DATA_SOURCE_PATH, "readOnly": True}, data_mount])
+    seed["command"] = ["cp", "-a", f"{DATA_SOURCE_PATH}/.", f"{body.data_mount}/"]
+    return [seed]
+
+
 def _deadline(body: RunSpecBody, limits: Limits, n_servers: int) -> int:
     """``activeDeadlineSeconds``: the task's timeout plus server start-up, per attempt, plus a margin."""
     if body.cluster.active_deadline_seconds:
@@ -261,12 +274,14 @@ def render_job(run_name: str, run_uid: str, namespace: str, body: RunSpecBody, m
         "terminationGracePeriodSeconds": 30,
         "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "initContainers": [_sidecar(s, body, data_mount) for s in servers],
+        "initContainers": [*_seed_data(body, runner_image, data_mount),
+                           *(_sidecar(s, body, data_mount) for s in servers)],
         "containers": [runner],
         "volumes": [
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
             {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}},
             {"name": "spec", "configMap": {"name": spec_configmap, "defaultMode": 0o444}},
+            *([{"name": DATA_SOURCE, **body.cluster.data_volume}] if body.cluster.data_volume else []),
         ],
     }
     job_labels = dict(labels)

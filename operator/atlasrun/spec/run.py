@@ -116,6 +116,10 @@ class ClusterSpec(_Spec):
     ttl_seconds_after_finished: int = Field(default=3600, ge=0)
     backoff_limit: int = Field(default=2, ge=0, le=10)
     active_deadline_seconds: int | None = Field(default=None, ge=1)
+    # The data root the servers see (a Kubernetes VolumeSource, e.g. {persistentVolumeClaim:
+    # {claimName: x, readOnly: true}} or {configMap: {name: y}}): copied into each pod's own
+    # data volume before its servers start. None: an empty data volume.
+    data_volume: dict[str, Any] | None = None
 
 
 class RunSpecBody(_Spec):
