@@ -48,7 +48,7 @@ tools: venv
 
 # Chart tooling, cached under ~/.cache/atlasrun/tools: helm v3.22.0 built from the helm.sh/helm/v3
 # Go module, prometheus + promtool from the Debian package (its service is never left running).
-chart-tools: venv
+chart-tools: venv controlplane
 	$(BIN)/python charts/tools.py helm prometheus
 
 # Container images with buildah (images/README.md). No registry for FROM? Use a rootfs:
@@ -62,10 +62,10 @@ images: venv
 controlplane:
 	bash tests/cluster/build-controlplane.sh
 
-test: servers system-deps tools chart-tools controlplane
+test: servers system-deps tools controlplane chart-tools
 	$(BIN)/python -m pytest -q
 
-bench: servers chart-tools controlplane
+bench: servers controlplane chart-tools
 	$(BIN)/python bench/harness.py
 	$(BIN)/python bench/operator_load.py
 

@@ -80,9 +80,12 @@ def ensure_helm(version: str = HELM_VERSION) -> Path:
     with _lock(f"helm-{version}"):
         if stamp.exists() and exe.exists():
             return exe
-        go = shutil.which("go")
+        # `go` on PATH, else the toolchain tests/cluster/build-controlplane.sh fetched on a bare machine.
+        fetched = sorted((Path.home() / ".cache" / "atlasrun" / "k8s" / "toolchain").glob("*/go/bin/go"))
+        go = shutil.which("go") or (str(fetched[-1]) if fetched else None)
         if go is None:
-            raise ToolInstallError(f"building helm {version} needs the Go toolchain (`go` on PATH)")
+            raise ToolInstallError(f"building helm {version} needs the Go toolchain (`go` on PATH, or "
+                                   "run `make controlplane` first, which fetches one)")
         home = exe.parent.parent
         shutil.rmtree(home, ignore_errors=True)
         home.parent.mkdir(parents=True, exist_ok=True)
