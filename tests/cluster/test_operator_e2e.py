@@ -299,7 +299,7 @@ def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, A
 
 
 def test_deleting_a_run_garbage_collects_its_objects(env: dict[str, Any]) -> None:
-    api, namespace, cp = env["api"], env["namespace"], env["cp"]
+    api, namespace = env["api"], env["namespace"]
     operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
     operator.start()
     selector = {"labelSelector": "atlasrun.dev/run=doomed"}
@@ -329,3 +329,35 @@ def test_deleting_a_run_garbage_collects_its_objects(env: dict[str, Any]) -> Non
             raise AssertionError(f"still there: {remaining}") from exc
     finally:
         operator.stop()
+
+
+def test_suspend_cancels_live_jobs_and_resume_finishes_the_run(env: dict[str, Any]) -> None:
+    api, namespace = env["api"], env["namespace"]
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
+    operator.start()
+    selector = {"labelSelector": "atlasrun.dev/run=pausable"}
+    path = f"{GROUP_PATH}/namespaces/{namespace}/atlasruns/pausable"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    manifest = run_manifest("pausable", env["provider"].api_base)
+    manifest["spec"]["parallelism"] = 2
+    try:
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        wait_for(lambda: api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"],
+                 120, "first Jobs")
+        api.patch(path, json={"spec": {"cluster": {"suspend": True}}}, headers=merge).raise_for_status()
+        run = wait_phase(api, namespace, "pausable", {"Suspended"}, timeout=120)
+        done_at_suspend = int(run["status"]["progress"].split("/")[0])
+
+        def no_live_jobs() -> bool:
+            jobs = api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"]
+            return all(j.get("status", {}).get("completionTime") or j["metadata"].get("deletionTimestamp")
+                       for j in jobs)
+
+        wait_for(no_live_jobs, 120, "live Jobs cancelled")
+        time.sleep(3)  # several reconciles: nothing new starts while suspended
+        assert int(get_run(api, namespace, "pausable")["status"]["progress"].split("/")[0]) <= done_at_suspend + 2
+        api.patch(path, json={"spec": {"cluster": {"suspend": False}}}, headers=merge).raise_for_status()
+        run = wait_phase(api, namespace, "pausable", {"Succeeded"}, timeout=600)
+    finally:
+        operator.stop()
+    assert run["status"]["progress"] == "12/12"
