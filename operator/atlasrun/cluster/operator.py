@@ -13,6 +13,7 @@ Run with: ``kopf run -m atlasrun.cluster.operator --all-namespaces`` (see charts
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -72,6 +73,10 @@ def _catalog(body: RunSpecBody) -> Catalog:
     return catalog.merged(body.servers.inline) if body.servers.inline else catalog
 
 
+_TASKS_CACHE: dict[tuple[str, str, str, str], Any] = {}
+_CREATED: set[tuple[str, str, str]] = set()  # (kind, namespace/name, run uid) this process created or saw
+
+
 def _load_tasks(body: RunSpecBody, namespace: str) -> list[Task]:
     source = body.tasks
     if source.config_map:
@@ -81,10 +86,14 @@ def _load_tasks(body: RunSpecBody, namespace: str) -> list[Task]:
             (k for k in sorted(data) if k.endswith((".yaml", ".yml", ".json", ".jsonl", ".csv"))), None)
         if key is None:
             raise AtlasError(f"ConfigMap {source.config_map!r} has no task file key")
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / key
-            path.write_text(data[key], encoding="utf-8")
-            loaded = load_tasks(path)
+        cache_key = (namespace, source.config_map, cm.metadata.resource_version, key)
+        if cache_key not in _TASKS_CACHE:  # parsing thousands of tasks every reconcile would dominate it
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / key
+                path.write_text(data[key], encoding="utf-8")
+                _TASKS_CACHE.clear()
+                _TASKS_CACHE[cache_key] = load_tasks(path)
+        loaded = _TASKS_CACHE[cache_key]
     elif source.uri:
         with tempfile.TemporaryDirectory() as tmp:
             loaded = load_tasks(download(source.uri, Path(tmp), endpoint_url=_settings()["s3_endpoint"]))
@@ -109,26 +118,34 @@ def _ensure(create: Any, namespace: str, manifest: dict[str, Any]) -> bool:
         raise
 
 
-def _observe(namespace: str, run: str) -> list[JobState]:
-    batch, core = client.BatchV1Api(), client.CoreV1Api()
+def _list(call: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
+    """A list call's items as plain dicts: the client's model deserialisation of a thousand pods
+    costs seconds per reconcile; the JSON is all we read."""
+    response = call(namespace, label_selector=selector, _preload_content=False)
+    return list(json.loads(response.data).get("items") or [])
+
+
+def _observe(namespace: str, run: str, recorded: dict[str, Any]) -> list[JobState]:
+    """The run's Jobs, with their runner's termination message (pods of recorded Jobs are skipped)."""
     selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
     messages: dict[str, str] = {}
-    for pod in core.list_namespaced_pod(namespace, label_selector=selector).items:
-        job = (pod.metadata.labels or {}).get("job-name")
-        for status in (pod.status.container_statuses or []) if pod.status else []:
-            terminated = status.state.terminated if status.state else None
-            if job and status.name == RUNNER and terminated and terminated.message:
-                messages[job] = terminated.message
+    for pod in _list(client.CoreV1Api().list_namespaced_pod, namespace, selector):
+        job = (pod["metadata"].get("labels") or {}).get("job-name")
+        if not job or job in recorded:
+            continue
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            terminated = (status.get("state") or {}).get("terminated") or {}
+            if status.get("name") == RUNNER and terminated.get("message"):
+                messages[job] = terminated["message"]
     states = []
-    for job in batch.list_namespaced_job(namespace, label_selector=selector).items:
-        st = job.status
-        conditions = {c.type: c for c in (st.conditions or [])} if st else {}
-        failed = "Failed" in conditions and conditions["Failed"].status == "True"
-        succeeded = "Complete" in conditions and conditions["Complete"].status == "True"
-        reason = conditions["Failed"].message if failed else None
-        states.append(JobState(name=job.metadata.name, active=bool(st and st.active), succeeded=succeeded,
-                               failed=failed, summary=parse_summary(messages.get(job.metadata.name)),
-                               failure_reason=reason))
+    for job in _list(client.BatchV1Api().list_namespaced_job, namespace, selector):
+        name, st = job["metadata"]["name"], job.get("status") or {}
+        conditions = {c["type"]: c for c in st.get("conditions") or []}
+        failed = conditions.get("Failed", {}).get("status") == "True"
+        succeeded = conditions.get("Complete", {}).get("status") == "True"
+        states.append(JobState(name=name, active=bool(st.get("active")), succeeded=succeeded, failed=failed,
+                               summary=parse_summary(messages.get(name)),
+                               failure_reason=conditions["Failed"].get("message") if failed else None))
     return states
 
 
@@ -189,23 +206,26 @@ def reconcile(name: str, namespace: str, uid: str, spec: dict[str, Any], status:
     configmap = f"atlasrun-{name}"
     core, batch, networking = client.CoreV1Api(), client.BatchV1Api(), client.NetworkingV1Api()
     owner = owner_reference(name, uid)
-    run_file = {"apiVersion": API_VERSION, "kind": "AtlasRun", "metadata": {"name": name}, "spec": dict(spec)}
-    tasks_doc = {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in runnable]}
-    _ensure(core.create_namespaced_config_map, namespace, {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": configmap, "labels": run_labels(name), "ownerReferences": [owner]},
-        "data": {"run.yaml": yaml.safe_dump(run_file), "tasks.yaml": yaml.safe_dump(tasks_doc)}})
+    if ("ConfigMap", f"{namespace}/{configmap}", uid) not in _CREATED:
+        run_file = {"apiVersion": API_VERSION, "kind": "AtlasRun", "metadata": {"name": name}, "spec": dict(spec)}
+        tasks_doc = {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in runnable]}
+        _ensure(core.create_namespaced_config_map, namespace, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": configmap, "labels": run_labels(name), "ownerReferences": [owner]},
+            "data": {"run.yaml": yaml.safe_dump(run_file), "tasks.yaml": yaml.safe_dump(tasks_doc)}})
+        _CREATED.add(("ConfigMap", f"{namespace}/{configmap}", uid))
     servers_used = _servers_for(runnable, catalog, enabled)
     policy = render_network_policy(name, namespace, uid, run_body, servers_used, s3_endpoint=settings["s3_endpoint"])
-    if policy:
+    if policy and ("NetworkPolicy", f"{namespace}/{name}", uid) not in _CREATED:
         if policy["kind"] == "NetworkPolicy":
             _ensure(networking.create_namespaced_network_policy, namespace, policy)
         else:
             _ensure(lambda ns, m: client.CustomObjectsApi().create_namespaced_custom_object(
                 "cilium.io", "v2", ns, "ciliumnetworkpolicies", m), namespace, policy)
+        _CREATED.add(("NetworkPolicy", f"{namespace}/{name}", uid))
 
     recorded = dict((status or {}).get("results") or {})
-    decision = decide(name, run_body, runnable, excluded, _observe(namespace, name), recorded)
+    decision = decide(name, run_body, runnable, excluded, _observe(namespace, name, recorded), recorded)
     for item in decision.create:
         servers = [catalog.get(s) for s in dict.fromkeys(naming.server_of(t) for t in item.task.enabled_tools)
                    if s in enabled and catalog.by_name().get(s) and catalog.get(s).image]
