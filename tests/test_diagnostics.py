@@ -23,7 +23,7 @@ from atlasrun.diagnostics.signals import detect, enriched_trace, format_trace, s
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.judge.llm import JudgeOutputError
-from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.result import TaskResult
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider

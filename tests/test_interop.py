@@ -12,7 +12,7 @@ import pytest
 from atlasrun.cli import main
 from atlasrun.interop.mcp_atlas import NO_OUTPUT, NOT_JUDGED
 from atlasrun.runner.local import run_local
-from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.result import TaskResult
 from atlasrun.spec.run import load_run_spec
 from conftest import SUM_TASK, write_run, write_tasks

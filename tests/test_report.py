@@ -23,7 +23,7 @@ from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.reports.data import CALL_RESULT_MAX, build_data
 from atlasrun.reports.html import build_report
-from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.claims import Judgement, score_claims
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci, repeat_stats

@@ -14,7 +14,7 @@ import yaml
 from atlasrun.agent.litellm_agent import LiteLLMAgent
 from atlasrun.cli import main
 from atlasrun.runner.local import RunOutcome, run_local
-from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerInstance
 from atlasrun.spec.run import load_run_spec
 from atlasrun.starter.workspace import create_workspace

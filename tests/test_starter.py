@@ -16,7 +16,7 @@ from atlasrun import naming
 from atlasrun.errors import InputError
 from atlasrun.judge.deterministic import DeterministicJudge, _facts, _normalize, _num_match, _numbers
 from atlasrun.runner.local import RunOutcome, run_local
-from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.claims import score_claims
 from atlasrun.spec.run import load_run_spec
 from atlasrun.starter.workspace import MARKER, create_workspace

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo, Label
-from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.agreement import claim_agreement, cohens_kappa, cross_judge_rates
 from atlasrun.scoring.claims import Judgement
 from atlasrun.scoring.result import TaskResult

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
-from atlasrun.runner.results import ResultsDir
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.tool_metrics import aggregate_tool_metrics, model_tool_metrics, task_tool_metrics
 

@@ -19,7 +19,6 @@ from atlasrun.servers.surface import ToolSurface
 from atlasrun.spec.run import Limits
 from atlasrun.tasks.model import Task
 
-
 PROVIDER_NOTE = "provider failed:"
 
 

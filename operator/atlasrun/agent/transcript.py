@@ -6,15 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-# Why a tool call did not return a normal result. One list, used everywhere.
-CallErrorKind = Literal[
-    "tool_error",       # the server ran the tool and reported an error
-    "not_available",    # the tool is not in the task's surface
-    "invalid_arguments",  # arguments were not a JSON object
-    "timeout",          # no answer within the per-call timeout
-    "transport",        # the server crashed / the connection failed (infrastructure)
-    "budget",           # the max-tool-calls budget was exhausted
-]
+from atlasrun.servers.calls import CallErrorKind, CallRecord  # noqa: F401 - part of the transcript
 
 StopReason = Literal[
     "answered",          # the model gave a final answer
@@ -25,18 +17,6 @@ StopReason = Literal[
     "infra_error",       # a server failed at transport level
     "replayed",          # replay agent finished the reference trajectory
 ]
-
-
-class CallRecord(BaseModel):
-    id: str
-    name: str
-    arguments: Any = None
-    result: str = ""
-    is_error: bool = False
-    error_kind: CallErrorKind | None = None
-    started_s: float = 0.0  # seconds since the task started
-    elapsed_s: float = 0.0
-    truncated: bool = False
 
 
 class ModelCallRecord(BaseModel):

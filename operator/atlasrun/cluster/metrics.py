@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
 
 PHASES = ("Pending", "Running", "Succeeded", "Blocked", "Suspended")
 

@@ -4,7 +4,7 @@ Layout under ``s3://<bucket>/<prefix>/`` (the prefix ends with the run name, e.g
 ``s3://bench/atlas/my-run/``), mirroring a local results directory:
 
 - ``tasks/<model>/<task>.r<N>.json``: the full per-task record (same slugs and same
-  bytes as ``runner.results.ResultsDir``);
+  bytes as ``scoring.store.ResultsDir``);
 - ``<name>``: run-level files written with ``write_json`` (``summary.json``, ...).
 
 Every request is retried with exponential backoff and jitter on throttling, 5xx and
@@ -37,8 +37,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from atlasrun.errors import InputError
-from atlasrun.runner.results import slug
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import slug
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from atlasrun.errors import InputError
-from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import PairedComparison, by_model, paired_comparison
+from atlasrun.scoring.store import ResultsDir
 
 
 def _load(path: str) -> dict[str, list[TaskResult]]:

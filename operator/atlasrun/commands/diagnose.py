@@ -18,18 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atlasrun.diagnostics.aggregate import DiagnosisReport, aggregate, format_report
+from atlasrun.diagnostics.aggregate import (
+    DiagnosisReport,
+    aggregate,
+    format_report,
+    is_failing,
+)
 from atlasrun.diagnostics.model import DETERMINISTIC, Diagnosis
-from atlasrun.diagnostics.store import DiagnosesLog
+from atlasrun.diagnostics.store import SUMMARY_FILE, DiagnosesLog
 from atlasrun.errors import InputError
-from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import ResultsDir
 
 if TYPE_CHECKING:  # the diagnosers import litellm: loaded only when the command runs (atlas imports every command)
     from atlasrun.diagnostics.judge import Diagnoser
-
-SUMMARY_FILE = "diagnosis_summary.json"
-
 
 @dataclass
 class DiagnoseOutcome:
@@ -38,10 +40,6 @@ class DiagnoseOutcome:
     skipped: int = 0  # already diagnosed
     done: list[Diagnosis] = field(default_factory=list)  # diagnosed (or failed) in this run
     missing: list[str] = field(default_factory=list)  # failing results that could not be diagnosed, with why
-
-
-def is_failing(result: TaskResult, threshold: float) -> bool:
-    return result.status == "scored" and result.coverage is not None and result.coverage < threshold - 1e-9
 
 
 def _current(previous: Diagnosis | None, result: TaskResult, judge: str) -> bool:

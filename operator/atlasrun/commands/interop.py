@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from atlasrun import __version__
-from atlasrun.runner.local import write_summary
 from atlasrun.errors import InputError
-from atlasrun.interop.mcp_atlas import NOT_JUDGED, export_rows, import_results, write_csv
-from atlasrun.runner.results import ResultsDir
+from atlasrun.interop.mcp_atlas import (
+    NOT_JUDGED,
+    export_rows,
+    import_results,
+    write_csv,
+)
+from atlasrun.runner.local import write_summary
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.tasks.loader import load_tasks
 
 

@@ -29,8 +29,8 @@ from atlasrun.errors import InputError
 from atlasrun.runner.engine import Engine, Item
 from atlasrun.runner.local import write_summary
 from atlasrun.runner.plan import Plan
-from atlasrun.runner.results import ResultsDir, slug
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import ResultsDir, slug
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.spec.run import JudgeSpec, ModelSpec, RunSpec
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from atlasrun.diagnostics.aggregate import DiagnosisReport, ModelModes, aggregate, format_report
+from atlasrun.diagnostics.aggregate import (
+    DiagnosisReport,
+    ModelModes,
+    aggregate,
+    format_report,
+)
 from atlasrun.diagnostics.model import DETERMINISTIC, Diagnosis, Failure
 from atlasrun.diagnostics.signals import Signal, detect, enriched_trace, format_trace
 from atlasrun.diagnostics.store import DiagnosesLog

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from atlasrun.diagnostics import taxonomy
 from atlasrun.diagnostics.model import Diagnosis, Key
+from atlasrun.scoring.result import TaskResult
 
 OVERALL = "Overall"
 TOP_N = 3
@@ -95,3 +96,8 @@ def format_report(report: DiagnosisReport) -> str:
     if report.judges:
         out.append(f"\nshares in % of diagnosed failures; diagnosed by: {', '.join(report.judges)}")
     return "\n".join(out)
+
+
+def is_failing(result: TaskResult, threshold: float) -> bool:
+    """A scored task below the pass threshold: the ones diagnostics explain."""
+    return result.status == "scored" and result.coverage is not None and result.coverage < threshold - 1e-9

@@ -17,7 +17,12 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from atlasrun.diagnostics import taxonomy
 from atlasrun.diagnostics.model import DETERMINISTIC, Diagnosis, Failure
-from atlasrun.diagnostics.prompt import PROMPT_SHA256, PROMPT_VERSION, build_prompt, retry_prompt
+from atlasrun.diagnostics.prompt import (
+    PROMPT_SHA256,
+    PROMPT_VERSION,
+    build_prompt,
+    retry_prompt,
+)
 from atlasrun.diagnostics.signals import Signal, detect, forbidden_modes, strongest_mode
 from atlasrun.judge.base import JudgeInfo
 from atlasrun.judge.llm import JudgeOutputError, extract_json_object

@@ -6,7 +6,13 @@ import hashlib
 import json
 
 from atlasrun.agent.transcript import Transcript
-from atlasrun.diagnostics.signals import Signal, canonical_arguments, enriched_trace, format_trace, shorten
+from atlasrun.diagnostics.signals import (
+    Signal,
+    canonical_arguments,
+    enriched_trace,
+    format_trace,
+    shorten,
+)
 from atlasrun.diagnostics.taxonomy import definitions_text
 from atlasrun.judge.base import ClaimVerdict
 from atlasrun.tasks.model import Task

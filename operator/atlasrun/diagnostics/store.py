@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from atlasrun.diagnostics.model import Diagnosis, Key
-from atlasrun.runner.results import atomic_write
+from atlasrun.scoring.store import atomic_write
 
 FILENAME = "diagnoses.jsonl"
 
@@ -53,3 +53,6 @@ class DiagnosesLog:
         latest = self.load()
         if latest:
             atomic_write(self.path, "".join(latest[k].model_dump_json() + "\n" for k in sorted(latest)))
+
+
+SUMMARY_FILE = "diagnosis_summary.json"  # per-model tables written by ``atlas diagnose``

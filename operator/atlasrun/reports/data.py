@@ -15,15 +15,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from atlasrun.commands.diagnose import SUMMARY_FILE, is_failing
-from atlasrun.diagnostics.aggregate import DiagnosisReport, aggregate
+from atlasrun.diagnostics.aggregate import DiagnosisReport, aggregate, is_failing
 from atlasrun.diagnostics.model import Diagnosis
-from atlasrun.diagnostics.signals import Signal, canonical_arguments, detect, strongest_mode
-from atlasrun.diagnostics.store import DiagnosesLog
+from atlasrun.diagnostics.signals import (
+    Signal,
+    canonical_arguments,
+    detect,
+    strongest_mode,
+)
+from atlasrun.diagnostics.store import SUMMARY_FILE, DiagnosesLog
 from atlasrun.diagnostics.taxonomy import UNCLASSIFIED
 from atlasrun.judge.base import JudgeInfo
-from atlasrun.runner.results import ResultsDir
-from atlasrun.scoring.agreement import JudgeAgreement, JudgeRates, claim_agreement, cross_judge_rates
+from atlasrun.scoring.agreement import (
+    JudgeAgreement,
+    JudgeRates,
+    claim_agreement,
+    cross_judge_rates,
+)
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import (
     BreakdownKey,
@@ -35,8 +43,14 @@ from atlasrun.scoring.stats import (
     pass_rate_ci,
     repeat_stats,
 )
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.summary import summarize
-from atlasrun.scoring.tool_metrics import ModelToolMetrics, TaskToolMetrics, aggregate_tool_metrics, task_tool_metrics
+from atlasrun.scoring.tool_metrics import (
+    ModelToolMetrics,
+    TaskToolMetrics,
+    aggregate_tool_metrics,
+    task_tool_metrics,
+)
 
 BREAKDOWNS: tuple[BreakdownKey, ...] = ("domain", "category", "server")
 # The drill-down's size budget in characters, markup included (estimated), over all rows and per row:

@@ -27,9 +27,9 @@ from atlasrun.judge.llm import LLMJudge
 from atlasrun.provider import Endpoint
 from atlasrun.runner.plan import Plan
 from atlasrun.runner.redact import Redactor
-from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.claims import judge_task
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerStartError
 from atlasrun.servers.manager import ServerManager
 from atlasrun.servers.surface import ToolSurface

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from atlasrun import __version__
+from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.plan import Plan, plan_run
-from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.progress import Progress
-from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.summary import summarize
 from atlasrun.spec.run import RunSpec
 

@@ -12,7 +12,7 @@ from itertools import combinations
 
 from pydantic import BaseModel
 
-from atlasrun.judge.base import ClaimVerdict, LABEL_SCORES
+from atlasrun.judge.base import LABEL_SCORES, ClaimVerdict
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, scored
 

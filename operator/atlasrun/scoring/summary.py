@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
-from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.claims import REPORTED_THRESHOLDS
+from atlasrun.scoring.result import TaskResult
 
 
 def _mean(values: list[float]) -> float | None:

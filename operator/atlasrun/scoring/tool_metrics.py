@@ -25,8 +25,8 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, computed_field
 
 from atlasrun.agent.transcript import Transcript
-from atlasrun.runner.results import ResultsDir
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import ResultsDir
 
 
 class TaskToolMetrics(BaseModel):

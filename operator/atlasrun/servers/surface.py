@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from atlasrun import naming
-from atlasrun.agent.transcript import CallErrorKind, CallRecord
+from atlasrun.servers.calls import CallErrorKind, CallRecord
 from atlasrun.servers.instance import ServerInstance, TransportError
 
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from atlasrun.agent.transcript import Transcript
 from atlasrun.scoring.result import TaskResult
 
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
 
