@@ -733,15 +733,9 @@ def test_alert_expressions_evaluate(rendered: dict[str, list[dict[str, Any]]], p
 
 @pytest.fixture(scope="module")
 def control_plane() -> Iterator[Any]:
-    from cluster.controlplane import BinariesMissing, ControlPlane, find_binaries
+    from cluster.controlplane import ControlPlane, binaries_or_skip
 
-    try:
-        binaries = find_binaries()
-    except BinariesMissing as exc:
-        if os.environ.get("ATLASRUN_REQUIRE_CLUSTER"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    with ControlPlane(binaries) as plane:
+    with ControlPlane(binaries_or_skip()) as plane:
         yield plane
 
 

@@ -8,7 +8,6 @@ the status subresource, PodSecurity ``restricted`` and garbage collection throug
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import typing
@@ -454,15 +453,9 @@ def test_manifests_validate_strictly(kubernetes_validate: Path, tmp_path: Path, 
 
 @pytest.fixture(scope="module")
 def control_plane() -> Iterator[Any]:
-    from cluster.controlplane import BinariesMissing, ControlPlane, find_binaries
+    from cluster.controlplane import ControlPlane, binaries_or_skip
 
-    try:
-        binaries = find_binaries()
-    except BinariesMissing as exc:
-        if os.environ.get("ATLASRUN_REQUIRE_CLUSTER"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    with ControlPlane(binaries) as plane:
+    with ControlPlane(binaries_or_skip()) as plane:
         yield plane
 
 

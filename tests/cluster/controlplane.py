@@ -101,6 +101,19 @@ def find_binaries(build: bool = False) -> Binaries:
     )
 
 
+def binaries_or_skip() -> Binaries:
+    """The binaries for a test, else a pytest skip saying how to build them (a failure when
+    ``ATLASRUN_REQUIRE_CLUSTER`` is set, as in CI)."""
+    import pytest
+
+    try:
+        return find_binaries()
+    except BinariesMissing as exc:
+        if os.environ.get("ATLASRUN_REQUIRE_CLUSTER"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
 def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
     """Call ``check`` until it returns something truthy (returned) or ``timeout`` runs out.
 

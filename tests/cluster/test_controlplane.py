@@ -7,7 +7,6 @@ skipped, or fail if ``ATLASRUN_REQUIRE_CLUSTER=1`` (set that in CI).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,8 @@ import pytest
 from cluster.controlplane import (
     HERE,
     Binaries,
-    BinariesMissing,
     ControlPlane,
-    find_binaries,
+    binaries_or_skip,
     wait_for,
 )
 
@@ -32,12 +30,7 @@ K8S_VERSION = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", (HERE / "controlplane"
 
 @pytest.fixture(scope="module")
 def binaries() -> Binaries:
-    try:
-        return find_binaries()
-    except BinariesMissing as exc:
-        if os.environ.get("ATLASRUN_REQUIRE_CLUSTER"):
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
+    return binaries_or_skip()
 
 
 @pytest.fixture(scope="module")

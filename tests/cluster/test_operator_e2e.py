@@ -29,7 +29,7 @@ from atlasrun.starter.workspace import create_workspace
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
-from cluster.controlplane import ControlPlane, find_binaries, wait_for
+from cluster.controlplane import ControlPlane, binaries_or_skip, wait_for
 from cluster.node_standin import NodeStandIn
 from cluster.operator_rbac import install_operator_rbac
 
@@ -70,8 +70,7 @@ def scripted(tasks: list[Task]) -> Any:
 
 @pytest.fixture(scope="module")
 def cp() -> Iterator[ControlPlane]:
-    find_binaries()
-    with ControlPlane() as plane:
+    with ControlPlane(binaries_or_skip()) as plane:
         plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
         wait_for(lambda: plane.kubectl("get", "crd", "atlasruns.atlasrun.dev", "-o",
                                        "jsonpath={.status.conditions[?(@.type=='Established')].status}",

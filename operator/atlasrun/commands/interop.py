@@ -47,7 +47,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     out = Path(args.out)
     store = ResultsDir(out)
     out.mkdir(parents=True, exist_ok=True)
-    store.repair()
     for result in imported.results:
         store.append(result)
     judge = next((r.judge for r in imported.results if r.judge), None)

@@ -119,7 +119,6 @@ def rescore(source_dir: Path, judges: list[JudgeSpec], target: Path | None = Non
     target.mkdir(parents=True, exist_ok=True)
     engine = Engine(spec, Plan(catalog=load_catalog(), enabled_servers=[]), target, target / "data")
     store = engine.store
-    store.repair()
     store.write_json(RECORD, record)
     done = store.load()
     todo = [line for key, line in sorted(latest.items())

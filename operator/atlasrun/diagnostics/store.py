@@ -7,11 +7,10 @@ ignored, so a killed ``atlas diagnose`` loses only work in flight;
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from atlasrun.diagnostics.model import Diagnosis, Key
-from atlasrun.scoring.store import atomic_write
+from atlasrun.scoring.store import append_line, atomic_write, load_latest
 
 FILENAME = "diagnoses.jsonl"
 
@@ -21,32 +20,10 @@ class DiagnosesLog:
         self.path = root / FILENAME
 
     def load(self) -> dict[Key, Diagnosis]:
-        latest: dict[Key, Diagnosis] = {}
-        if not self.path.exists():
-            return latest
-        with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    diagnosis = Diagnosis.model_validate_json(line)
-                except ValueError:
-                    continue
-                latest[diagnosis.key] = diagnosis
-        return latest
+        return load_latest(self.path, Diagnosis, lambda d: d.key)
 
     def append(self, diagnosis: Diagnosis) -> None:
-        prefix = "\n" if self._torn() else ""
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(prefix + diagnosis.model_dump_json() + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def _torn(self) -> bool:
-        """The last line was cut short (a kill mid-write): the next one must start on a fresh line."""
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            return False
-        with self.path.open("rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            return fh.read(1) != b"\n"
+        append_line(self.path, diagnosis.model_dump_json())
 
     def compact(self) -> None:
         """Rewrite as one line per key (the newest), sorted by key."""

@@ -45,7 +45,6 @@ def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: 
         data_dir = spec.resolve(spec.spec.data_dir) if spec.spec.data_dir else default_data_dir(out)
     engine = Engine(spec, plan, out, data_dir.resolve())
     store = engine.store
-    store.repair()
     finished = store.load()
     items = engine.items(finished)
     store.write_json("run.json", _run_record(spec, plan, data_dir, engine))

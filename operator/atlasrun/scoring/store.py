@@ -12,10 +12,45 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
+
+from pydantic import BaseModel
 
 from atlasrun.agent.transcript import Transcript
 from atlasrun.scoring.result import TaskResult
+
+
+M = TypeVar("M", bound=BaseModel)
+K = TypeVar("K")
+
+
+def load_latest(path: Path, model: type[M], key: Callable[[M], K]) -> dict[K, M]:
+    """An append-only JSONL log read as the newest record per key; unreadable (torn) lines are skipped."""
+    latest: dict[K, M] = {}
+    if not path.exists():
+        return latest
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                record = model.model_validate_json(line)
+            except ValueError:
+                continue
+            latest[key(record)] = record
+    return latest
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one record durably; a torn last line (a kill mid-write) is cut first, so it stays the
+    only casualty."""
+    if path.exists():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with path.open("r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line.rstrip("\n") + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def slug(text: str) -> str:
@@ -31,28 +66,9 @@ class ResultsDir:
     def task_path(self, result: TaskResult) -> Path:
         return self.root / "tasks" / slug(result.model) / f"{slug(result.task_id)}.r{result.repeat}.json"
 
-    def repair(self) -> None:
-        """Cut a torn last line (a kill mid-write) so the next append starts on a fresh line."""
-        if not self.jsonl.exists():
-            return
-        data = self.jsonl.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with self.jsonl.open("r+b") as fh:
-                fh.truncate(data.rfind(b"\n") + 1)
-
     def load(self) -> dict[tuple[str, str, int], TaskResult]:
         """Newest line per key; a torn last line (killed mid-write) is ignored."""
-        latest: dict[tuple[str, str, int], TaskResult] = {}
-        if not self.jsonl.exists():
-            return latest
-        with self.jsonl.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    result = TaskResult.model_validate_json(line)
-                except ValueError:
-                    continue
-                latest[result.key] = result
-        return latest
+        return load_latest(self.jsonl, TaskResult, lambda r: r.key)
 
     def load_full(self, result: TaskResult) -> TaskResult | None:
         """The per-task record with task and transcript (None if missing or unreadable)."""
@@ -69,11 +85,7 @@ class ResultsDir:
         path = self.task_path(result)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, self.redact(result.model_dump_json(indent=1)))
-        line = self.redact(result.model_dump_json(exclude={"task", "transcript"})) + "\n"
-        with self.jsonl.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_line(self.jsonl, self.redact(result.model_dump_json(exclude={"task", "transcript"})))
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.root / name
