@@ -28,7 +28,6 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +42,7 @@ import yaml
 from atlasrun.cluster import metrics as metrics_module
 from atlasrun.cluster.crd import render_yaml
 from atlasrun.cluster.metrics import Metrics
+from atlasrun.servers.instance import free_port
 from prometheus_client import CollectorRegistry, start_http_server
 from tools import KUBERNETES_VERSIONS, ensure_kubernetes_validate
 from tools import ToolInstallError as KubernetesValidateInstallError
@@ -677,10 +677,6 @@ def prometheus(prom_tools: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         exporter.server_close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def query(base: str, expr: str) -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from atlasrun.cluster.images import is_pinned
 from atlasrun.cluster.manifests import UID
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
+from atlasrun.servers.instance import free_port
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -305,10 +305,6 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
 # ---------------------------------------------------------------- the sidecar entrypoint
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _rpc(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
@@ -343,7 +339,7 @@ def test_sidecar_serves_the_server_over_streamable_http(tmp_path: Path, server: 
     (tmp_path / "server.json").write_text(json.dumps(spec))
     data = tmp_path / "data"
     data.mkdir()
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"), "ATLAS_MCP_PROXY": str(proxy),
            "ATLAS_SERVER_PORT": str(port), "ATLAS_DATA_DIR": str(data), "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, str(IMAGES / "mcp-server" / "sidecar.py")], env=env,

@@ -24,6 +24,7 @@ from atlasrun.scoring.result import TaskResult
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
+from atlasrun.servers.instance import free_port
 from conftest import write_run, write_tasks
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import MotoRequestHandler
@@ -50,10 +51,6 @@ CALC_TASK: dict[str, Any] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_listening(port: int, timeout_s: float = 30.0) -> None:

@@ -18,7 +18,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,15 +32,12 @@ import httpx
 
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
+from atlasrun.servers.instance import free_port
 
 NODE = "standin-node"
 RUNNER = "runner"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _now() -> str:
@@ -182,7 +178,7 @@ class NodeStandIn:
         if server.package is not None:
             values["install_dir"] = str(install_dir(server))
         local = server.render(values)
-        port = _free_port()
+        port = free_port()
         command = [str(self._proxy), "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING"]
         for key, value in local.env.items():
             command += ["--env", key, value]

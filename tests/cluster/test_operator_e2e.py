@@ -29,6 +29,7 @@ from atlasrun.starter.workspace import create_workspace
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
+from atlasrun.servers.instance import free_port
 from cluster.controlplane import ControlPlane, binaries_or_skip, wait_for
 from cluster.node_standin import NodeStandIn
 from cluster.operator_rbac import install_operator_rbac
@@ -182,7 +183,7 @@ def wait_phase(api: httpx.Client, namespace: str, name: str, phases: set[str], t
 
 def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], tmp_path: Path) -> None:
     api, namespace, cp = env["api"], env["namespace"], env["cp"]
-    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
     operator.start()
     try:
         manifest = run_manifest("sweep", env["provider"].api_base)
@@ -236,7 +237,7 @@ def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any])
     api, namespace = env["api"], env["namespace"]
     manifest = run_manifest("unpinned", env["provider"].api_base)
     manifest["spec"]["cluster"]["runnerImage"] = "registry.example/atlasrun/runner:latest"
-    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
     operator.start()
     try:
         api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
@@ -258,12 +259,6 @@ def test_invalid_field_is_rejected_by_the_api_server(env: dict[str, Any]) -> Non
     assert "spec.parallelism" in response.json()["message"]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _first_turns(provider: ScriptedProvider, since: int) -> list[tuple[str, str]]:
@@ -275,7 +270,7 @@ def _first_turns(provider: ScriptedProvider, since: int) -> list[tuple[str, str]
 def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, Any]) -> None:
     api, namespace, provider = env["api"], env["namespace"], env["provider"]
     since = len(provider.requests)
-    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
     operator.start()
     manifest = run_manifest("restart", provider.api_base)
     manifest["spec"]["parallelism"] = 2
@@ -299,7 +294,7 @@ def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, A
 
 def test_deleting_a_run_garbage_collects_its_objects(env: dict[str, Any]) -> None:
     api, namespace = env["api"], env["namespace"]
-    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
     operator.start()
     selector = {"labelSelector": "atlasrun.dev/run=doomed"}
     try:
@@ -332,7 +327,7 @@ def test_deleting_a_run_garbage_collects_its_objects(env: dict[str, Any]) -> Non
 
 def test_suspend_cancels_live_jobs_and_resume_finishes_the_run(env: dict[str, Any]) -> None:
     api, namespace = env["api"], env["namespace"]
-    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=_free_port())
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
     operator.start()
     selector = {"labelSelector": "atlasrun.dev/run=pausable"}
     path = f"{GROUP_PATH}/namespaces/{namespace}/atlasruns/pausable"

@@ -186,9 +186,8 @@ class Engine:
         if primary.judge_failures:
             result.reason = f"judge failed on {primary.judge_failures}/{len(primary.claims)} claims"
             return result
-        score = primary
         result.status, result.coverage, result.passed, result.passed_at = (
-            "scored", score.coverage, score.passed, score.passed_at)
+            "scored", primary.coverage, primary.passed, primary.passed_at)
         return result
 
 

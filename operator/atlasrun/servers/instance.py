@@ -70,7 +70,8 @@ class PathMap:
         return text.replace(self.real, self.virtual.rstrip("/") or "/") if self.real != self.virtual else text
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for servers this process starts)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -128,7 +129,7 @@ class ServerInstance:
         return private
 
     def _rendered(self, data_dir: Path) -> ServerSpec:
-        values = {"data_dir": str(data_dir), "scratch_dir": str(self._scratch), "port": str(_free_port())}
+        values = {"data_dir": str(data_dir), "scratch_dir": str(self._scratch), "port": str(free_port())}
         if self.spec.package is not None:
             values["install_dir"] = str(install_dir(self.spec))
         return self.spec.render(values)

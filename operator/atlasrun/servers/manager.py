@@ -29,7 +29,6 @@ class ServerManager:
         # Server start-up is CPU-bound (interpreter and SDK imports): more concurrent
         # spawns than cores only thrash, so start-ups queue here while tasks run.
         self._spawn_slots = asyncio.Semaphore(max(2, os.cpu_count() or 2))
-        self.startups: list[tuple[str, float]] = []  # (server, seconds) for every start
         self._stopping: set[asyncio.Task[None]] = set()
 
     def _new(self, name: str) -> ServerInstance:
@@ -38,9 +37,7 @@ class ServerManager:
 
     async def _start(self, name: str) -> ServerInstance:
         async with self._spawn_slots:
-            instance = await self._new(name).start()
-        self.startups.append((name, instance.startup_s))
-        return instance
+            return await self._new(name).start()
 
     async def reacquire(self, name: str) -> ServerInstance:
         """A working instance of a pooled server (restarting it if it broke)."""
