@@ -18,7 +18,7 @@ help:
 
 $(DEPS_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,cluster]'
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[test,cluster,dev]'
 	rm -f $(VENV)/.deps-* && touch $@
 
 venv: $(DEPS_STAMP)

@@ -27,39 +27,66 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import get_default_environment, stdio_client  # noqa: E402
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import get_default_environment, stdio_client
 
-from atlasrun.runner.engine import Engine  # noqa: E402
-from atlasrun.runner.plan import Plan  # noqa: E402
-from atlasrun.servers.catalog import load_catalog  # noqa: E402
-from atlasrun.servers.instance import ServerInstance  # noqa: E402
-from atlasrun.servers.install import install_dir  # noqa: E402
-from atlasrun.servers.surface import ToolSurface  # noqa: E402
-from atlasrun.spec.run import RunSpec  # noqa: E402
-from atlasrun.tasks.model import RefCall, RefTurn, Task  # noqa: E402
+from atlasrun.runner.engine import Engine
+from atlasrun.runner.plan import Plan
+from atlasrun.runspec.run import RunSpec
+from atlasrun.servers.catalog import load_catalog
+from atlasrun.servers.install import install_dir
+from atlasrun.servers.instance import ServerInstance
+from atlasrun.servers.surface import ToolSurface
+from atlasrun.tasks.model import RefCall, RefTurn, Task
 
 SERVER = "calculator"
 _DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - the floors' server stderr, like the harness's log files
-ATLAS_REFERENCE = {"task_ms": 82.0, "call_ms": 48.0, "call_floor_ms": 1.2, "tasks_per_s_c32": 30.0, "rss_mb": 583.0}
+ATLAS_REFERENCE = {
+    "task_ms": 82.0,
+    "call_ms": 48.0,
+    "call_floor_ms": 1.2,
+    "tasks_per_s_c32": 30.0,
+    "rss_mb": 583.0,
+}
 
 
 def make_tasks(n: int) -> list[Task]:
-    return [Task(id=f"bench-{i}", prompt=f"What is 2+3? ({i})", enabled_tools=["calculator_calculate"],
-                 claims=["The result is 5"], reference_answer="The result is 5.",
-                 reference_trajectory=[RefTurn(calls=[RefCall(name="calculator_calculate",
-                                                              arguments={"expression": "2+3"})])])
-            for i in range(n)]
+    return [
+        Task(
+            id=f"bench-{i}",
+            prompt=f"What is 2+3? ({i})",
+            enabled_tools=["calculator_calculate"],
+            claims=["The result is 5"],
+            reference_answer="The result is 5.",
+            reference_trajectory=[
+                RefTurn(calls=[RefCall(name="calculator_calculate", arguments={"expression": "2+3"})])
+            ],
+        )
+        for i in range(n)
+    ]
 
 
 def engine_for(api_base: str, concurrency: int, stateful: bool, out: Path, data: Path, n: int) -> Engine:
     catalog = load_catalog()
     spec_entry = catalog.get(SERVER).model_copy(update={"stateful": stateful})
     catalog = catalog.merged([spec_entry])
-    spec = RunSpec.model_validate({"metadata": {"name": "bench"}, "spec": {
-        "tasks": {"path": "unused"}, "parallelism": concurrency,
-        "models": [{"name": "instant", "model": "openai/instant", "apiBase": api_base,
-                    "maxConcurrency": concurrency}]}})
+    spec = RunSpec.model_validate(
+        {
+            "metadata": {"name": "bench"},
+            "spec": {
+                "tasks": {"path": "unused"},
+                "parallelism": concurrency,
+                "models": [
+                    {
+                        "name": "instant",
+                        "model": "openai/instant",
+                        "apiBase": api_base,
+                        "maxConcurrency": concurrency,
+                    }
+                ],
+            },
+        }
+    )
     plan = Plan(catalog=catalog, enabled_servers=[SERVER], tasks=make_tasks(n))
     return Engine(spec, plan, out, data)
 
@@ -82,15 +109,14 @@ async def bare_calls(n: int, data: Path) -> float:
     spec = load_catalog().get(SERVER)
     command = str(install_dir(spec) / "bin" / "mcp-server-calculator")
     params = StdioServerParameters(command=command, env=get_default_environment())
-    async with stdio_client(params, errlog=_DEVNULL) as (r, w):
-        async with ClientSession(r, w) as session:
-            await session.initialize()
-            for _ in range(20):
-                await session.call_tool("calculate", {"expression": "2+3"})
-            started = time.perf_counter()
-            for _ in range(n):
-                await session.call_tool("calculate", {"expression": "2+3"})
-            return (time.perf_counter() - started) / n * 1000
+    async with stdio_client(params, errlog=_DEVNULL) as (r, w), ClientSession(r, w) as session:
+        await session.initialize()
+        for _ in range(20):
+            await session.call_tool("calculate", {"expression": "2+3"})
+        started = time.perf_counter()
+        for _ in range(n):
+            await session.call_tool("calculate", {"expression": "2+3"})
+        return (time.perf_counter() - started) / n * 1000
 
 
 async def harness_calls(n: int, data: Path) -> float:
@@ -116,10 +142,9 @@ async def bare_spawn(n: int) -> float:
     for _ in range(n):
         started = time.perf_counter()
         params = StdioServerParameters(command=command, env=get_default_environment())
-        async with stdio_client(params, errlog=_DEVNULL) as (r, w):
-            async with ClientSession(r, w) as session:
-                await session.initialize()
-                times.append(time.perf_counter() - started)
+        async with stdio_client(params, errlog=_DEVNULL) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            times.append(time.perf_counter() - started)
     return statistics.median(times) * 1000
 
 
@@ -151,8 +176,12 @@ def main() -> None:
     parser.add_argument("--fresh-tasks", type=int, default=64, help="tasks per fresh-server throughput point")
     args = parser.parse_args()
 
-    provider = subprocess.Popen([sys.executable, "-m", "atlasrun.testing.scripted_provider"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    provider = subprocess.Popen(
+        [sys.executable, "-m", "atlasrun.testing.scripted_provider"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert provider.stdout is not None
     api_base = provider.stdout.readline().strip()
     work = Path(tempfile.mkdtemp(prefix="atlas-bench-"))
@@ -162,13 +191,25 @@ def main() -> None:
     try:
         floor_call = asyncio.run(bare_calls(500, data))
         ours_call = asyncio.run(harness_calls(500, data))
-        rows.append(("tool call (ms)", f"{ours_call:.2f}", f"{floor_call:.2f} bare MCP loop",
-                     f"{ours_call / floor_call:.2f}x floor; MCP-Atlas {ATLAS_REFERENCE['call_ms']:.0f} ms "
-                     f"({ATLAS_REFERENCE['call_ms'] / ours_call:.0f}x slower)"))
+        rows.append(
+            (
+                "tool call (ms)",
+                f"{ours_call:.2f}",
+                f"{floor_call:.2f} bare MCP loop",
+                f"{ours_call / floor_call:.2f}x floor; MCP-Atlas {ATLAS_REFERENCE['call_ms']:.0f} ms "
+                f"({ATLAS_REFERENCE['call_ms'] / ours_call:.0f}x slower)",
+            )
+        )
         floor_spawn = asyncio.run(bare_spawn(8))
         ours_spawn = asyncio.run(harness_spawn(8, data))
-        rows.append(("server start-up (ms)", f"{ours_spawn:.0f}", f"{floor_spawn:.0f} bare spawn+init",
-                     f"{ours_spawn / floor_spawn:.2f}x floor"))
+        rows.append(
+            (
+                "server start-up (ms)",
+                f"{ours_spawn:.0f}",
+                f"{floor_spawn:.0f} bare spawn+init",
+                f"{ours_spawn / floor_spawn:.2f}x floor",
+            )
+        )
 
         # Warm-up (imports, litellm's first-call setup, connection pools), not measured.
         asyncio.run(run_engine(engine_for(api_base, 1, False, work / "warm", data, 20)))
@@ -178,8 +219,14 @@ def main() -> None:
         model = statistics.mean(r.model_s for r in results) * 1000
         tool = statistics.mean(r.tool_s for r in results) * 1000
         overhead = per_task - model - tool
-        rows.append(("task wall, c=1 (ms)", f"{per_task:.1f}", f"{model + tool:.1f} model+tool",
-                     f"MCP-Atlas {ATLAS_REFERENCE['task_ms']:.0f} ms ({ATLAS_REFERENCE['task_ms'] / per_task:.1f}x)"))
+        rows.append(
+            (
+                "task wall, c=1 (ms)",
+                f"{per_task:.1f}",
+                f"{model + tool:.1f} model+tool",
+                f"MCP-Atlas {ATLAS_REFERENCE['task_ms']:.0f} ms ({ATLAS_REFERENCE['task_ms'] / per_task:.1f}x)",
+            )
+        )
         rows.append(("  model time (ms)", f"{model:.1f}", "-", "2 litellm calls to the instant model"))
         rows.append(("  tool time (ms)", f"{tool:.2f}", f"{floor_call:.2f}", "1 call"))
         rows.append(("  harness overhead (ms)", f"{overhead:.1f}", "-", "wall - model - tool"))
@@ -187,32 +234,49 @@ def main() -> None:
         for stateful, n in ((False, args.tasks), (True, args.fresh_tasks)):
             kind = "fresh" if stateful else "pooled"
             for concurrency in (1, 8, 32):
-                wall, results = asyncio.run(run_engine(
-                    engine_for(api_base, concurrency, stateful, work / f"{kind}-{concurrency}", data, n)))
+                wall, results = asyncio.run(
+                    run_engine(
+                        engine_for(api_base, concurrency, stateful, work / f"{kind}-{concurrency}", data, n)
+                    )
+                )
                 rate = len(results) / wall
                 floor = "-"
                 if stateful:
                     floor_rate = asyncio.run(bare_spawn_rate(n, concurrency))
                     floor = f"{floor_rate:.1f} bare spawns/s"
-                note = (f"MCP-Atlas ~{ATLAS_REFERENCE['tasks_per_s_c32']:.0f}/s "
-                        f"({rate / ATLAS_REFERENCE['tasks_per_s_c32']:.1f}x)") if concurrency == 32 else ""
+                note = (
+                    (
+                        f"MCP-Atlas ~{ATLAS_REFERENCE['tasks_per_s_c32']:.0f}/s "
+                        f"({rate / ATLAS_REFERENCE['tasks_per_s_c32']:.1f}x)"
+                    )
+                    if concurrency == 32
+                    else ""
+                )
                 if stateful:
                     note = f"{rate / floor_rate:.2f}x floor" + (f"; {note}" if note else "")
                 rows.append((f"throughput {kind} c={concurrency} (tasks/s)", f"{rate:.1f}", floor, note))
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        rows.append(("peak RSS, harness (MB)", f"{rss_mb:.0f}", "-",
-                     f"MCP-Atlas {ATLAS_REFERENCE['rss_mb']:.0f} MB ({ATLAS_REFERENCE['rss_mb'] / rss_mb:.1f}x)"))
+        rows.append(
+            (
+                "peak RSS, harness (MB)",
+                f"{rss_mb:.0f}",
+                "-",
+                f"MCP-Atlas {ATLAS_REFERENCE['rss_mb']:.0f} MB ({ATLAS_REFERENCE['rss_mb'] / rss_mb:.1f}x)",
+            )
+        )
     finally:
         assert provider.stdin is not None
         provider.stdin.close()
         provider.wait(timeout=10)
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
-    widths = [max(len(r[i]) for r in rows + [("metric", "atlasrun", "floor (same run)", "ratio / reference")])
-              for i in range(4)]
+    widths = [
+        max(len(r[i]) for r in [*rows, ("metric", "atlasrun", "floor (same run)", "ratio / reference")])
+        for i in range(4)
+    ]
     header = ("metric", "atlasrun", "floor (same run)", "ratio / reference")
     for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)))
 
 
 if __name__ == "__main__":

@@ -84,25 +84,38 @@ def ensure_helm(version: str = HELM_VERSION) -> Path:
         fetched = sorted((Path.home() / ".cache" / "atlasrun" / "k8s" / "toolchain").glob("*/go/bin/go"))
         go = shutil.which("go") or (str(fetched[-1]) if fetched else None)
         if go is None:
-            raise ToolInstallError(f"building helm {version} needs the Go toolchain (`go` on PATH, or "
-                                   "run `make controlplane` first, which fetches one)")
+            raise ToolInstallError(
+                f"building helm {version} needs the Go toolchain (`go` on PATH, or "
+                "run `make controlplane` first, which fetches one)"
+            )
         home = exe.parent.parent
         shutil.rmtree(home, ignore_errors=True)
         home.parent.mkdir(parents=True, exist_ok=True)
         major, minor = HELM_KUBE_VERSION
-        ldflags = " ".join([
-            "-s", "-w",
-            f"-X {HELM_MODULE}/internal/version.version={version}",
-            f"-X {HELM_MODULE}/pkg/lint/rules.k8sVersionMajor={major}",
-            f"-X {HELM_MODULE}/pkg/lint/rules.k8sVersionMinor={minor}",
-            f"-X {HELM_MODULE}/pkg/chartutil.k8sVersionMajor={major}",
-            f"-X {HELM_MODULE}/pkg/chartutil.k8sVersionMinor={minor}",
-        ])
+        ldflags = " ".join(
+            [
+                "-s",
+                "-w",
+                f"-X {HELM_MODULE}/internal/version.version={version}",
+                f"-X {HELM_MODULE}/pkg/lint/rules.k8sVersionMajor={major}",
+                f"-X {HELM_MODULE}/pkg/lint/rules.k8sVersionMinor={minor}",
+                f"-X {HELM_MODULE}/pkg/chartutil.k8sVersionMajor={major}",
+                f"-X {HELM_MODULE}/pkg/chartutil.k8sVersionMinor={minor}",
+            ]
+        )
         with tempfile.TemporaryDirectory(dir=home.parent, prefix=f".helm-{version}-") as tmp:
-            env = {**os.environ, "GOBIN": str(Path(tmp) / "bin"), "CGO_ENABLED": "0", "GOTOOLCHAIN": "local",
-                   "GOFLAGS": "-buildvcs=false"}
-            _run([go, "install", "-trimpath", "-ldflags", ldflags, f"{HELM_MODULE}/cmd/helm@{version}"],
-                 env=env, timeout=HELM_BUILD_TIMEOUT_S)
+            env = {
+                **os.environ,
+                "GOBIN": str(Path(tmp) / "bin"),
+                "CGO_ENABLED": "0",
+                "GOTOOLCHAIN": "local",
+                "GOFLAGS": "-buildvcs=false",
+            }
+            _run(
+                [go, "install", "-trimpath", "-ldflags", ldflags, f"{HELM_MODULE}/cmd/helm@{version}"],
+                env=env,
+                timeout=HELM_BUILD_TIMEOUT_S,
+            )
             built = Path(tmp) / "bin" / "helm"
             reported = _run([str(built), "version", "--template", "{{ .Version }}"]).strip()
             if reported != version:
@@ -123,8 +136,10 @@ class PrometheusTools:
 
 
 def _find_prometheus() -> PrometheusTools | None:
-    found = [shutil.which(n) or (f"/usr/bin/{n}" if Path(f"/usr/bin/{n}").exists() else None)
-             for n in ("prometheus", "promtool")]
+    found = [
+        shutil.which(n) or (f"/usr/bin/{n}" if Path(f"/usr/bin/{n}").exists() else None)
+        for n in ("prometheus", "promtool")
+    ]
     if all(found):
         return PrometheusTools(Path(found[0]), Path(found[1]))  # type: ignore[arg-type]
     return None
@@ -135,15 +150,23 @@ def _stop_packaged_service() -> None:
     unasked. Stop it through systemd when there is one, else end the daemon apt started (it runs
     as user ``prometheus``; a Prometheus of ours or of a test is never touched)."""
     if shutil.which("systemctl") and Path("/run/systemd/system").is_dir():
-        subprocess.run(["systemctl", "disable", "--now", PROMETHEUS_PACKAGE], check=False, capture_output=True)
-    proc = subprocess.run(["pgrep", "-u", "prometheus", "-x", "prometheus"], check=False, capture_output=True,
-                          text=True)
+        subprocess.run(
+            ["systemctl", "disable", "--now", PROMETHEUS_PACKAGE], check=False, capture_output=True
+        )
+    proc = subprocess.run(
+        ["pgrep", "-u", "prometheus", "-x", "prometheus"], check=False, capture_output=True, text=True
+    )
     for pid in map(int, proc.stdout.split()):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and subprocess.run(
-            ["pgrep", "-u", "prometheus", "-x", "prometheus"], check=False, capture_output=True).returncode == 0:
+    while (
+        time.monotonic() < deadline
+        and subprocess.run(
+            ["pgrep", "-u", "prometheus", "-x", "prometheus"], check=False, capture_output=True
+        ).returncode
+        == 0
+    ):
         time.sleep(0.2)
 
 
@@ -157,8 +180,10 @@ def ensure_prometheus() -> PrometheusTools:
         if found:
             return found
         if os.geteuid() != 0 or not shutil.which("apt-get"):
-            raise ToolInstallError("prometheus/promtool are missing; install the Debian package "
-                                   f"`{PROMETHEUS_PACKAGE}` (apt-get install prometheus, as root)")
+            raise ToolInstallError(
+                "prometheus/promtool are missing; install the Debian package "
+                f"`{PROMETHEUS_PACKAGE}` (apt-get install prometheus, as root)"
+            )
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         _run(["apt-get", "update", "-qq"], env=env)
         try:
@@ -167,7 +192,9 @@ def ensure_prometheus() -> PrometheusTools:
             _stop_packaged_service()
         found = _find_prometheus()
         if found is None:
-            raise ToolInstallError(f"the `{PROMETHEUS_PACKAGE}` package did not provide prometheus and promtool")
+            raise ToolInstallError(
+                f"the `{PROMETHEUS_PACKAGE}` package did not provide prometheus and promtool"
+            )
         return found
 
 

@@ -57,8 +57,9 @@ class ContextError(RuntimeError):
 def _run(cmd: list[str], **kw: Any) -> None:
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, **kw)
     if proc.returncode != 0:
-        raise ContextError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-4000:]}"
-                           f"{proc.stderr[-4000:]}")
+        raise ContextError(
+            f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}"
+        )
 
 
 # ---------------------------------------------------------------- Python wheels
@@ -81,8 +82,19 @@ def download_wheels(dest: Path, requirements: list[str], *, find_links: tuple[Pa
     """``pip download`` every requirement and its dependencies into ``dest`` as wheels for the
     image platform. Sdist-only packages fail here (name and all), not inside the image build."""
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
-           "--progress-bar", "off", "-d", str(dest), *platform_args()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+        *platform_args(),
+    ]
     for link in find_links:
         cmd += ["--find-links", str(link)]
     _run([*cmd, *requirements])
@@ -111,8 +123,20 @@ def build_atlasrun_wheel(dest: Path) -> Path:
             if (ROOT / extra).exists():
                 shutil.copy2(ROOT / extra, src / extra)
         shutil.copytree(ROOT / "operator", src / "operator", ignore=ignore)
-        _run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-input",
-              "--no-deps", "-w", str(dest), str(src)])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--no-deps",
+                "-w",
+                str(dest),
+                str(src),
+            ]
+        )
     wheels = sorted(dest.glob(f"atlasrun-{atlasrun_version()}-*.whl"))
     if not wheels:
         raise ContextError(f"pip wheel built no atlasrun-{atlasrun_version()} wheel in {dest}")
@@ -149,8 +173,9 @@ SYSTEM_PACKAGES = {"git": ["git"]}
 def server_build_args(name: str) -> dict[str, str]:
     entries = {e["name"]: e for e in sidecar_servers()}
     if name not in entries:
-        raise ContextError(f"no stdio server {name!r} with a package in {CATALOG}; "
-                           f"known: {', '.join(sorted(entries))}")
+        raise ContextError(
+            f"no stdio server {name!r} with a package in {CATALOG}; known: {', '.join(sorted(entries))}"
+        )
     entry = entries[name]
     pkg = entry["package"]
     command = entry.get("command") or ""
@@ -191,8 +216,22 @@ def _npm_cache(dest: Path, package: str, version: str) -> None:
     metadata), so ``npm install --offline --cache <dest>`` works inside the build."""
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="atlasrun-npm-") as tmp:
-        _run(["npm", "install", "--global", "--prefix", tmp, "--cache", str(dest), "--no-audit", "--no-fund",
-              "--no-update-notifier", "--ignore-scripts", f"{package}@{version}"])
+        _run(
+            [
+                "npm",
+                "install",
+                "--global",
+                "--prefix",
+                tmp,
+                "--cache",
+                str(dest),
+                "--no-audit",
+                "--no-fund",
+                "--no-update-notifier",
+                "--ignore-scripts",
+                f"{package}@{version}",
+            ]
+        )
 
 
 def prepare(target: str, ctx: Path) -> dict[str, str]:
@@ -213,8 +252,9 @@ def prepare(target: str, ctx: Path) -> dict[str, str]:
         proxy = [f"mcp-proxy=={args['MCP_PROXY_VERSION']}", *args["MCP_PROXY_EXTRA"].split()]
         download_wheels(wheels, proxy)
         if args["SERVER_MANAGER"] == "pip":
-            download_wheels(wheels, [f"{args['SERVER_PACKAGE']}=={args['SERVER_VERSION']}",
-                                     *args["SERVER_EXTRA"].split()])
+            download_wheels(
+                wheels, [f"{args['SERVER_PACKAGE']}=={args['SERVER_VERSION']}", *args["SERVER_EXTRA"].split()]
+            )
         else:
             _npm_cache(npm, args["SERVER_PACKAGE"], args["SERVER_VERSION"])
         shutil.copy2(IMAGES / "mcp-server" / "sidecar.py", ctx / "sidecar.py")
@@ -255,7 +295,10 @@ def lock_set(name: str, ref: str, info: dict[str, str], path: Path = LOCK) -> No
     data = read_lock(path)
     data["images"][name] = ref
     data["provenance"][name] = info
-    data = {"images": dict(sorted(data["images"].items())), "provenance": dict(sorted(data["provenance"].items()))}
+    data = {
+        "images": dict(sorted(data["images"].items())),
+        "provenance": dict(sorted(data["provenance"].items())),
+    }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(LOCK_HEADER + yaml.safe_dump(data, sort_keys=False, width=200))
     tmp.replace(path)
@@ -279,8 +322,11 @@ def helm_values(path: Path = LOCK) -> dict[str, Any]:
 
 def catalog_images(path: Path = LOCK) -> dict[str, str]:
     """Server name -> pinned image, for the catalog's ``image:`` fields."""
-    return {name.removeprefix("mcp-"): ref for name, ref in read_lock(path)["images"].items()
-            if name.startswith("mcp-")}
+    return {
+        name.removeprefix("mcp-"): ref
+        for name, ref in read_lock(path)["images"].items()
+        if name.startswith("mcp-")
+    }
 
 
 def main(argv: list[str]) -> int:

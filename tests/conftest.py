@@ -36,10 +36,13 @@ SUM_TASK: dict[str, Any] = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _servers_installed() -> None:
-    missing = [s.name for s in load_catalog().servers
-               if s.package and not (install_dir(s) / ".installed").exists()]
+    missing = [
+        s.name for s in load_catalog().servers if s.package and not (install_dir(s) / ".installed").exists()
+    ]
     if missing:
-        pytest.exit(f"MCP servers not installed: {', '.join(missing)}; run `make servers` (make test does)", 2)
+        pytest.exit(
+            f"MCP servers not installed: {', '.join(missing)}; run `make servers` (make test does)", 2
+        )
 
 
 @pytest.fixture
@@ -59,8 +62,17 @@ def write_tasks(path: Path, tasks: list[dict[str, Any]]) -> Path:
 def write_run(path: Path, tasks_file: Path, models: list[dict[str, Any]], **spec: Any) -> Path:
     body: dict[str, Any] = {"tasks": {"path": str(tasks_file)}, "models": models}
     body.update(spec)
-    path.write_text(yaml.safe_dump({"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun",
-                                    "metadata": {"name": path.stem}, "spec": body}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "atlasrun.dev/v1alpha1",
+                "kind": "AtlasRun",
+                "metadata": {"name": path.stem},
+                "spec": body,
+            },
+            sort_keys=False,
+        )
+    )
     return path
 
 

@@ -39,11 +39,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry, start_http_server
+
 from atlasrun.cluster import metrics as metrics_module
 from atlasrun.cluster.crd import render_yaml
 from atlasrun.cluster.metrics import Metrics
 from atlasrun.servers.instance import free_port
-from prometheus_client import CollectorRegistry, start_http_server
 from tools import KUBERNETES_VERSIONS, ensure_kubernetes_validate
 from tools import ToolInstallError as KubernetesValidateInstallError
 
@@ -147,15 +148,20 @@ def test_tools_are_pinned_and_idempotent(helm: Path, prom_tools: Any) -> None:
     assert helm.parent.parent.name == f"helm-{chart_tools.HELM_VERSION}"
     proc = run_helm(helm, "version", "--template", "{{ .Version }}")
     assert proc.stdout.strip() == chart_tools.HELM_VERSION
-    assert re.match(r"^promtool, version [0-9]+\.", subprocess.run(
-        [str(prom_tools.promtool), "--version"], capture_output=True, text=True, check=True).stdout)
+    assert re.match(
+        r"^promtool, version [0-9]+\.",
+        subprocess.run(
+            [str(prom_tools.promtool), "--version"], capture_output=True, text=True, check=True
+        ).stdout,
+    )
 
 
 def test_chart_crd_is_the_generated_crd() -> None:
     """crds/ in the chart is a copy of crds/atlasrun.yaml (`python -m atlasrun.cluster.crd`)."""
     chart_crd = (CHART / "crds" / "atlasrun.yaml").read_text()
-    assert chart_crd == (ROOT / "crds" / "atlasrun.yaml").read_text(), \
+    assert chart_crd == (ROOT / "crds" / "atlasrun.yaml").read_text(), (
         "charts/atlasrun/crds/atlasrun.yaml is stale: cp crds/atlasrun.yaml charts/atlasrun/crds/"
+    )
     assert chart_crd == render_yaml()
 
 
@@ -181,28 +187,43 @@ def test_images_lock_pins_install(helm: Path) -> None:
     if not {"operator", "runner"} <= set(images):
         pytest.skip("images/images.lock has no operator and runner digests yet (images/build.sh)")
     operator, runner = images["operator"], images["runner"]
-    assert operator.split("@")[0] == yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"]
-    docs = render(helm, "--set", f"image.repository={operator.split('@')[0]}",
-                  "--set", f"image.digest={operator.split('@')[1]}",
-                  "--set", f"runnerImage.repository={runner.split('@')[0]}",
-                  "--set", f"runnerImage.digest={runner.split('@')[1]}")
+    assert (
+        operator.split("@")[0] == yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"]
+    )
+    docs = render(
+        helm,
+        "--set",
+        f"image.repository={operator.split('@')[0]}",
+        "--set",
+        f"image.digest={operator.split('@')[1]}",
+        "--set",
+        f"runnerImage.repository={runner.split('@')[0]}",
+        "--set",
+        f"runnerImage.digest={runner.split('@')[1]}",
+    )
     c = container(docs)
     assert c["image"] == operator
     assert {"name": "ATLAS_RUNNER_IMAGE", "value": runner} in c["env"]
 
 
-@pytest.mark.parametrize(("bad", "where"), [
-    (["--set", "image.digest=latest"], "/image/digest"),
-    (["--set", "image.digest=sha256:ABCDEF"], "/image/digest"),
-    (["--set", "image.repository=ghcr.io/atlasrun/operator:latest"], "/image/repository"),
-    (["--set", "runnerImage.repository=ghcr.io/atlasrun/runner"], "/runnerImage/digest"),
-    (["--set", "watchNamespaces={Evals_A}"], "/watchNamespaces/0"),
-    (["--set", "metrics.port=0"], "/metrics/port"),
-    (["--set", "logFormat=xml"], "/logFormat"),
-    (["--set", "prometheusRule.alerts.runBlocked.for=5 minutes"], "/prometheusRule/alerts/runBlocked/for"),
-    (["--set", "networkPolicy.operator.enabled=true"], "/networkPolicy/operator/apiServerCIDRs"),
-    (["--set", "replicaCount=2"], "additional properties 'replicaCount' not allowed"),
-])
+@pytest.mark.parametrize(
+    ("bad", "where"),
+    [
+        (["--set", "image.digest=latest"], "/image/digest"),
+        (["--set", "image.digest=sha256:ABCDEF"], "/image/digest"),
+        (["--set", "image.repository=ghcr.io/atlasrun/operator:latest"], "/image/repository"),
+        (["--set", "runnerImage.repository=ghcr.io/atlasrun/runner"], "/runnerImage/digest"),
+        (["--set", "watchNamespaces={Evals_A}"], "/watchNamespaces/0"),
+        (["--set", "metrics.port=0"], "/metrics/port"),
+        (["--set", "logFormat=xml"], "/logFormat"),
+        (
+            ["--set", "prometheusRule.alerts.runBlocked.for=5 minutes"],
+            "/prometheusRule/alerts/runBlocked/for",
+        ),
+        (["--set", "networkPolicy.operator.enabled=true"], "/networkPolicy/operator/apiServerCIDRs"),
+        (["--set", "replicaCount=2"], "additional properties 'replicaCount' not allowed"),
+    ],
+)
 def test_schema_rejects_bad_values(helm: Path, bad: list[str], where: str) -> None:
     for command in (["template", RELEASE], ["lint", "--strict"]):
         proc = run_helm(helm, *command, str(CHART), "--set", f"image.digest={DIGEST}", *bad)
@@ -212,8 +233,12 @@ def test_schema_rejects_bad_values(helm: Path, bad: list[str], where: str) -> No
 
 
 def test_kube_version_floor(helm: Path) -> None:
-    ok = run_helm(helm, "template", RELEASE, str(CHART), "--set", f"image.digest={DIGEST}", "--kube-version", "1.31.0")
-    old = run_helm(helm, "template", RELEASE, str(CHART), "--set", f"image.digest={DIGEST}", "--kube-version", "1.30.0")
+    ok = run_helm(
+        helm, "template", RELEASE, str(CHART), "--set", f"image.digest={DIGEST}", "--kube-version", "1.31.0"
+    )
+    old = run_helm(
+        helm, "template", RELEASE, str(CHART), "--set", f"image.digest={DIGEST}", "--kube-version", "1.30.0"
+    )
     assert ok.returncode == 0, ok.stderr
     assert old.returncode != 0 and "incompatible with Kubernetes v1.30.0" in old.stderr
 
@@ -227,12 +252,16 @@ def test_variants_render_the_expected_objects(rendered: dict[str, list[dict[str,
     operator_rbac = ["ClusterRole", "ClusterRoleBinding"]
     scanning_rbac = ["ClusterRole", "ClusterRoleBinding"]  # rbac.kopfScanning (default true)
     assert kinds["default"] == sorted(common + operator_rbac + scanning_rbac)
-    assert kinds["monitoring"] == sorted(common + operator_rbac + scanning_rbac + ["PrometheusRule", "ServiceMonitor"])
+    assert kinds["monitoring"] == sorted(
+        common + operator_rbac + scanning_rbac + ["PrometheusRule", "ServiceMonitor"]
+    )
     assert kinds["cilium"] == sorted(common + operator_rbac + scanning_rbac + ["NetworkPolicy"])
     assert kinds["minimal"] == sorted(set(common) - {"ConfigMap"} | set(operator_rbac))
     # namespaced: a Role and RoleBinding per watched namespace; the only cluster-wide grant is
     # kopf's read-only scanning
-    assert kinds["namespaced"] == sorted(common + scanning_rbac + ["Role", "Role", "RoleBinding", "RoleBinding"])
+    assert kinds["namespaced"] == sorted(
+        common + scanning_rbac + ["Role", "Role", "RoleBinding", "RoleBinding"]
+    )
     namespaced = rendered["namespaced"]
     assert sorted(r["metadata"]["namespace"] for r in of_kind(namespaced, "Role")) == ["evals-a", "evals-b"]
     assert one(namespaced, "ClusterRole")["metadata"]["name"] == f"{FULLNAME}-kopf-scanning"
@@ -244,7 +273,9 @@ def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_deployment_is_locked_down_and_pinned(rendered: dict[str, list[dict[str, Any]]], variant: str) -> None:
+def test_deployment_is_locked_down_and_pinned(
+    rendered: dict[str, list[dict[str, Any]]], variant: str
+) -> None:
     docs = rendered[variant]
     deployment = one(docs, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
@@ -255,9 +286,13 @@ def test_deployment_is_locked_down_and_pinned(rendered: dict[str, list[dict[str,
     assert pod["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert c["securityContext"] == {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
-                                    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                                    "seccompProfile": {"type": "RuntimeDefault"}}
+    assert c["securityContext"] == {
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert {m["mountPath"] for m in c["volumeMounts"]} == {"/tmp"}  # the only writable path
     assert c["resources"]["requests"] and c["resources"]["limits"]
     assert c["command"] == ["kopf"]
@@ -271,7 +306,10 @@ def test_deployment_is_locked_down_and_pinned(rendered: dict[str, list[dict[str,
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["ATLAS_METRICS_PORT"] == "8080"
     if variant == "namespaced":
-        assert [a for a in args if a.startswith("--namespace")] == ["--namespace=evals-a", "--namespace=evals-b"]
+        assert [a for a in args if a.startswith("--namespace")] == [
+            "--namespace=evals-a",
+            "--namespace=evals-b",
+        ]
         assert "--all-namespaces" not in args
     else:
         assert "--all-namespaces" in args and not any(a.startswith("--namespace") for a in args)
@@ -282,21 +320,30 @@ def test_deployment_is_locked_down_and_pinned(rendered: dict[str, list[dict[str,
         assert "ATLAS_RUNNER_IMAGE" not in env and "ATLAS_S3_ENDPOINT" not in env
     service = one(docs, "Service")
     assert service["metadata"]["name"] == METRICS_JOB
-    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
+    ]
     assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_operator_network_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
     docs = rendered["cilium"]
     policy = one(docs, "NetworkPolicy")["spec"]
-    assert policy["podSelector"]["matchLabels"].items() <= \
-        one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        policy["podSelector"]["matchLabels"].items()
+        <= one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"].items()
+    )
     assert policy["policyTypes"] == ["Ingress", "Egress"]
-    assert [r["ports"] for r in policy["ingress"]] == [[{"protocol": "TCP", "port": 8080}],
-                                                       [{"protocol": "TCP", "port": 8081}]]
+    assert [r["ports"] for r in policy["ingress"]] == [
+        [{"protocol": "TCP", "port": 8080}],
+        [{"protocol": "TCP", "port": 8081}],
+    ]
     dns, api, extra = policy["egress"]
     assert {p["port"] for p in dns["ports"]} == {53}
-    assert api["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}] and {p["port"] for p in api["ports"]} == {443, 6443}
+    assert api["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}] and {p["port"] for p in api["ports"]} == {
+        443,
+        6443,
+    }
     assert extra["to"] == [{"ipBlock": {"cidr": "10.96.12.0/24"}}]
 
 
@@ -314,15 +361,25 @@ EXPECTED_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 CILIUM_RULE = {("cilium.io", "ciliumnetworkpolicies"): {"create", "get"}}
-FORBIDDEN_RESOURCES = {"secrets", "pods/exec", "pods/log", "pods/attach", "pods/portforward", "pods/proxy",
-                       "nodes/proxy", "serviceaccounts/token"}
+FORBIDDEN_RESOURCES = {
+    "secrets",
+    "pods/exec",
+    "pods/log",
+    "pods/attach",
+    "pods/portforward",
+    "pods/proxy",
+    "nodes/proxy",
+    "serviceaccounts/token",
+}
 FORBIDDEN_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
 
 
 def grants(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
     out: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
-        assert set(rule) <= {"apiGroups", "resources", "verbs"}, rule  # no nonResourceURLs, no resourceNames games
+        assert set(rule) <= {"apiGroups", "resources", "verbs"}, (
+            rule
+        )  # no nonResourceURLs, no resourceNames games
         for group, resource in itertools.product(rule["apiGroups"], rule["resources"]):
             out.setdefault((group, resource), set()).update(rule["verbs"])
     return out
@@ -336,7 +393,10 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], vari
     for role in roles:
         for rule in role["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
-                assert "*" not in rule[field] and not any("*" in v for v in rule[field]), (role["metadata"], rule)
+                assert "*" not in rule[field] and not any("*" in v for v in rule[field]), (
+                    role["metadata"],
+                    rule,
+                )
             assert not set(rule["resources"]) & FORBIDDEN_RESOURCES, (role["metadata"], rule)
             assert not set(rule["verbs"]) & FORBIDDEN_VERBS, (role["metadata"], rule)
     operator_roles = [r for r in roles if not r["metadata"]["name"].endswith("-kopf-scanning")]
@@ -360,17 +420,32 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], vari
     assert len(bindings) == len(roles)
     for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": NAMESPACE}]
-        role = next(r for r in roles if r["metadata"]["name"] == binding["roleRef"]["name"]
-                    and r["kind"] == binding["roleRef"]["kind"]
-                    and r["metadata"].get("namespace") == binding["metadata"].get("namespace"))
+        role = next(
+            r
+            for r in roles
+            if r["metadata"]["name"] == binding["roleRef"]["name"]
+            and r["kind"] == binding["roleRef"]["kind"]
+            and r["metadata"].get("namespace") == binding["metadata"].get("namespace")
+        )
         assert role
 
 
 _CALL = re.compile(r"\.(create|read|list|delete|patch|replace)_namespaced_(\w+?)(?:_status)?\(")
-_RESOURCES = {"config_map": "configmaps", "pod": "pods", "job": "jobs", "network_policy": "networkpolicies",
-              "event": "events"}
-_VERBS = {"create": "create", "read": "get", "list": "list", "delete": "delete", "patch": "patch",
-          "replace": "update"}
+_RESOURCES = {
+    "config_map": "configmaps",
+    "pod": "pods",
+    "job": "jobs",
+    "network_policy": "networkpolicies",
+    "event": "events",
+}
+_VERBS = {
+    "create": "create",
+    "read": "get",
+    "list": "list",
+    "delete": "delete",
+    "patch": "patch",
+    "replace": "update",
+}
 
 
 def test_rbac_covers_every_api_call_of_the_operator(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -391,14 +466,18 @@ def test_rbac_covers_every_api_call_of_the_operator(rendered: dict[str, list[dic
                 assert _VERBS[verb] in by_resource.get(resource, set()), (verb, resource)
             continue
         resource = _RESOURCES.get(kind)
-        assert resource, f"operator.py calls {verb}_namespaced_{kind}: add it to the chart's RBAC and this map"
+        assert resource, (
+            f"operator.py calls {verb}_namespaced_{kind}: add it to the chart's RBAC and this map"
+        )
         assert _VERBS[verb] in by_resource.get(resource, set()), f"RBAC lacks {_VERBS[verb]} on {resource}"
 
 
 # ---------------------------------------------------------------- kubernetes-validate --strict
 
 
-def _validatable(rendered: dict[str, list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _validatable(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Distinct rendered objects: (checked by kubernetes-validate, monitoring.coreos.com ones)."""
     seen: dict[str, dict[str, Any]] = {}
     for docs in rendered.values():
@@ -410,19 +489,34 @@ def _validatable(rendered: dict[str, list[dict[str, Any]]]) -> tuple[list[dict[s
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-def test_rendered_objects_validate_strictly(rendered: dict[str, list[dict[str, Any]]], kubernetes_validate: Path,
-                                            tmp_path: Path, version: str) -> None:
+def test_rendered_objects_validate_strictly(
+    rendered: dict[str, list[dict[str, Any]]], kubernetes_validate: Path, tmp_path: Path, version: str
+) -> None:
     docs, monitoring = _validatable(rendered)
     assert {d["kind"] for d in monitoring} == {"ServiceMonitor", "PrometheusRule"}
-    assert {d["kind"] for d in docs} >= {"CustomResourceDefinition", "Deployment", "Service", "ServiceAccount",
-                                         "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                                         "ConfigMap", "NetworkPolicy"}
+    assert {d["kind"] for d in docs} >= {
+        "CustomResourceDefinition",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "NetworkPolicy",
+    }
     files = []
     for i, doc in enumerate(docs):
         files.append(tmp_path / f"{i:02d}-{doc['kind'].lower()}.yaml")
         files[-1].write_text(yaml.safe_dump(doc, sort_keys=False))
-    proc = subprocess.run([str(kubernetes_validate), "--strict", "-k", version, *map(str, files)],
-                          check=False, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(kubernetes_validate), "--strict", "-k", version, *map(str, files)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert out.count("passed for resource") == len(files) and "WARN" not in out and "ERROR" not in out, out
@@ -437,12 +531,17 @@ def test_monitoring_objects_are_well_formed(rendered: dict[str, list[dict[str, A
     service = one(docs, "Service")
     sm = one(docs, "ServiceMonitor")
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
-    assert sm["metadata"]["namespace"] == NAMESPACE and sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert (
+        sm["metadata"]["namespace"] == NAMESPACE
+        and sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    )
     assert set(sm["spec"]) == {"selector", "namespaceSelector", "endpoints"}
     assert sm["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     (endpoint,) = sm["spec"]["endpoints"]
-    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["path"] == "/metrics"
+    assert (
+        endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["path"] == "/metrics"
+    )
     assert DURATION.match(endpoint["interval"]) and DURATION.match(endpoint["scrapeTimeout"])
     assert "jobLabel" not in sm["spec"]  # job = the Service's name, which OperatorDown matches
 
@@ -458,8 +557,12 @@ def test_monitoring_objects_are_well_formed(rendered: dict[str, list[dict[str, A
             assert r["annotations"]["summary"] and r["annotations"]["description"]
             assert all(isinstance(v, str) for v in (r["labels"] | r["annotations"]).values())
             alerts[r["alert"]] = r
-    assert set(alerts) == {"AtlasRunBlocked", "AtlasRunTaskErrorRatioHigh", "AtlasRunPassRateDrop",
-                           "AtlasRunOperatorDown"}
+    assert set(alerts) == {
+        "AtlasRunBlocked",
+        "AtlasRunTaskErrorRatioHigh",
+        "AtlasRunPassRateDrop",
+        "AtlasRunOperatorDown",
+    }
     assert f'job="{METRICS_JOB}"' in alerts["AtlasRunOperatorDown"]["expr"]
     assert f'namespace="{NAMESPACE}"' in alerts["AtlasRunOperatorDown"]["expr"]
 
@@ -473,10 +576,16 @@ def rules_file(rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> Pat
     return path
 
 
-def test_alert_rules_pass_promtool_check(rendered: dict[str, list[dict[str, Any]]], prom_tools: Any,
-                                         tmp_path: Path) -> None:
-    proc = subprocess.run([str(prom_tools.promtool), "check", "rules", str(rules_file(rendered, tmp_path))],
-                          check=False, capture_output=True, text=True, timeout=60)
+def test_alert_rules_pass_promtool_check(
+    rendered: dict[str, list[dict[str, Any]]], prom_tools: Any, tmp_path: Path
+) -> None:
+    proc = subprocess.run(
+        [str(prom_tools.promtool), "check", "rules", str(rules_file(rendered, tmp_path))],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS: 4 rules found" in proc.stdout, proc.stdout
 
@@ -485,8 +594,9 @@ def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
     return {"series": name + "{" + ", ".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": values}
 
 
-def test_alerts_fire_on_bad_series_only(rendered: dict[str, list[dict[str, Any]]], prom_tools: Any,
-                                        tmp_path: Path) -> None:
+def test_alerts_fire_on_bad_series_only(
+    rendered: dict[str, list[dict[str, Any]]], prom_tools: Any, tmp_path: Path
+) -> None:
     """``promtool test rules``: each alert fires for the broken run/model/target and not for the healthy one."""
     target = {"job": METRICS_JOB, "namespace": NAMESPACE, "instance": "10.1.2.3:8080"}
     series = [
@@ -494,15 +604,32 @@ def test_alerts_fire_on_bad_series_only(rendered: dict[str, list[dict[str, Any]]
         _series("atlasrun_runs", {**target, "run": "fine", "phase": "Blocked"}, "0x20"),
         _series("atlasrun_runs", {**target, "run": "fine", "phase": "Running"}, "1x20"),
         # 30% of gpt's work items error, 5% of claude's (counters grow per minute)
-        _series("atlasrun_tasks_total", {**target, "run": "sweep", "model": "gpt", "outcome": "passed"}, "0+7x40"),
-        _series("atlasrun_tasks_total", {**target, "run": "sweep", "model": "gpt", "outcome": "error"}, "0+3x40"),
-        _series("atlasrun_task_errors_total", {**target, "run": "sweep", "model": "gpt", "kind": "provider"},
-                "0+3x40"),
-        _series("atlasrun_tasks_total", {**target, "run": "sweep", "model": "claude", "outcome": "passed"},
-                "0+19x40"),
-        _series("atlasrun_tasks_total", {**target, "run": "sweep", "model": "claude", "outcome": "error"}, "0+1x40"),
-        _series("atlasrun_task_errors_total", {**target, "run": "sweep", "model": "claude", "kind": "infra"},
-                "0+1x40"),
+        _series(
+            "atlasrun_tasks_total", {**target, "run": "sweep", "model": "gpt", "outcome": "passed"}, "0+7x40"
+        ),
+        _series(
+            "atlasrun_tasks_total", {**target, "run": "sweep", "model": "gpt", "outcome": "error"}, "0+3x40"
+        ),
+        _series(
+            "atlasrun_task_errors_total",
+            {**target, "run": "sweep", "model": "gpt", "kind": "provider"},
+            "0+3x40",
+        ),
+        _series(
+            "atlasrun_tasks_total",
+            {**target, "run": "sweep", "model": "claude", "outcome": "passed"},
+            "0+19x40",
+        ),
+        _series(
+            "atlasrun_tasks_total",
+            {**target, "run": "sweep", "model": "claude", "outcome": "error"},
+            "0+1x40",
+        ),
+        _series(
+            "atlasrun_task_errors_total",
+            {**target, "run": "sweep", "model": "claude", "kind": "infra"},
+            "0+1x40",
+        ),
         # gpt's pass rate falls from 0.9 to 0.6 at minute 10; claude's holds
         _series("atlasrun_pass_rate", {**target, "run": "sweep", "model": "gpt"}, "0.9x9 0.6x30"),
         _series("atlasrun_pass_rate", {**target, "run": "sweep", "model": "claude"}, "0.8x40"),
@@ -512,49 +639,93 @@ def test_alerts_fire_on_bad_series_only(rendered: dict[str, list[dict[str, Any]]
     tests = {
         "rule_files": [str(rules_file(rendered, tmp_path))],
         "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": series,
-            "alert_rule_test": [
-                {"eval_time": "3m", "alertname": "AtlasRunBlocked", "exp_alerts": []},  # pending for 5m
-                {"eval_time": "8m", "alertname": "AtlasRunBlocked", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "run": "stuck"},
-                    "exp_annotations": {
-                        "summary": "AtlasRun stuck is blocked",
-                        "description": "AtlasRun stuck has been in phase Blocked for 5m: its spec is invalid, an "
-                                       "image is not pinned by digest, or its tasks cannot be loaded. The Ready "
-                                       "condition says which (kubectl describe atlasrun stuck)."}}]},
-                {"eval_time": "8m", "alertname": "AtlasRunOperatorDown", "exp_alerts": []},
-                {"eval_time": "17m", "alertname": "AtlasRunOperatorDown", "exp_alerts": [{
-                    "exp_labels": {"severity": "critical"},
-                    "exp_annotations": {
-                        "summary": "The AtlasRun operator is down",
-                        "description": f"No healthy scrape of the AtlasRun operator (job {METRICS_JOB} in namespace "
-                                       f"{NAMESPACE}) for 5m: runs are not reconciled and no new Jobs start "
-                                       f"(kubectl -n {NAMESPACE} get pods)."}}]},
-                {"eval_time": "25m", "alertname": "AtlasRunTaskErrorRatioHigh", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "run": "sweep", "model": "gpt"},
-                    "exp_annotations": {
-                        "summary": "Many errored tasks in AtlasRun sweep for model gpt",
-                        "description": "30% of the work items of run sweep, model gpt, finished in the last 15m "
-                                       "ended in an error (threshold 0.2). Errors are infrastructure, provider or "
-                                       "judge failures, not wrong answers: see atlasrun_task_errors_total by kind "
-                                       "and the run's TaskError events."}}]},
-                {"eval_time": "8m", "alertname": "AtlasRunPassRateDrop", "exp_alerts": []},
-                {"eval_time": "30m", "alertname": "AtlasRunPassRateDrop", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "run": "sweep", "model": "gpt", **target},
-                    "exp_annotations": {
-                        "summary": "Pass rate of gpt dropped in AtlasRun sweep",
-                        "description": "The pass rate of model gpt in run sweep is 30% below its maximum of the "
-                                       "last 1h (alert threshold: a drop of 0.2), with at least 20 tasks "
-                                       "scored."}}]},
-            ],
-        }],
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "3m", "alertname": "AtlasRunBlocked", "exp_alerts": []},  # pending for 5m
+                    {
+                        "eval_time": "8m",
+                        "alertname": "AtlasRunBlocked",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "warning", "run": "stuck"},
+                                "exp_annotations": {
+                                    "summary": "AtlasRun stuck is blocked",
+                                    "description": "AtlasRun stuck has been in phase Blocked for 5m: its spec is invalid, an "
+                                    "image is not pinned by digest, or its tasks cannot be loaded. The Ready "
+                                    "condition says which (kubectl describe atlasrun stuck).",
+                                },
+                            }
+                        ],
+                    },
+                    {"eval_time": "8m", "alertname": "AtlasRunOperatorDown", "exp_alerts": []},
+                    {
+                        "eval_time": "17m",
+                        "alertname": "AtlasRunOperatorDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "critical"},
+                                "exp_annotations": {
+                                    "summary": "The AtlasRun operator is down",
+                                    "description": f"No healthy scrape of the AtlasRun operator (job {METRICS_JOB} in namespace "
+                                    f"{NAMESPACE}) for 5m: runs are not reconciled and no new Jobs start "
+                                    f"(kubectl -n {NAMESPACE} get pods).",
+                                },
+                            }
+                        ],
+                    },
+                    {
+                        "eval_time": "25m",
+                        "alertname": "AtlasRunTaskErrorRatioHigh",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "warning", "run": "sweep", "model": "gpt"},
+                                "exp_annotations": {
+                                    "summary": "Many errored tasks in AtlasRun sweep for model gpt",
+                                    "description": "30% of the work items of run sweep, model gpt, finished in the last 15m "
+                                    "ended in an error (threshold 0.2). Errors are infrastructure, provider or "
+                                    "judge failures, not wrong answers: see atlasrun_task_errors_total by kind "
+                                    "and the run's TaskError events.",
+                                },
+                            }
+                        ],
+                    },
+                    {"eval_time": "8m", "alertname": "AtlasRunPassRateDrop", "exp_alerts": []},
+                    {
+                        "eval_time": "30m",
+                        "alertname": "AtlasRunPassRateDrop",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "warning",
+                                    "run": "sweep",
+                                    "model": "gpt",
+                                    **target,
+                                },
+                                "exp_annotations": {
+                                    "summary": "Pass rate of gpt dropped in AtlasRun sweep",
+                                    "description": "The pass rate of model gpt in run sweep is 30% below its maximum of the "
+                                    "last 1h (alert threshold: a drop of 0.2), with at least 20 tasks "
+                                    "scored.",
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
     }
     path = tmp_path / "tests.yaml"
     path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    proc = subprocess.run([str(prom_tools.promtool), "test", "rules", str(path)],
-                          check=False, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(prom_tools.promtool), "test", "rules", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -582,10 +753,20 @@ def test_dashboards_are_configmaps_for_the_grafana_sidecar(rendered: dict[str, l
                 assert p["targets"] and all(t["expr"] for t in p["targets"]), p["title"]
                 assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         exprs = " ".join(t["expr"] for p in panels(board) for t in p.get("targets", []))
-        for needed in ("atlasrun_pass_rate", "atlasrun_mean_coverage", "atlasrun_tasks_total",
-                       "atlasrun_task_duration_seconds_bucket", "atlasrun_task_errors_total",
-                       "atlasrun_tasks_pending", "atlasrun_runs", "histogram_quantile(0.5,",
-                       "histogram_quantile(0.95,", "sum by (kind)", "sum by (outcome)", "sum by (phase)"):
+        for needed in (
+            "atlasrun_pass_rate",
+            "atlasrun_mean_coverage",
+            "atlasrun_tasks_total",
+            "atlasrun_task_duration_seconds_bucket",
+            "atlasrun_task_errors_total",
+            "atlasrun_tasks_pending",
+            "atlasrun_runs",
+            "histogram_quantile(0.5,",
+            "histogram_quantile(0.95,",
+            "sum by (kind)",
+            "sum by (outcome)",
+            "sum by (phase)",
+        ):
             assert needed in exprs, f"{name}: no panel uses {needed}"
 
 
@@ -596,24 +777,36 @@ def _grafana_to_promql(expr: str) -> str:
 
 def _feed(m: Metrics, stop: threading.Event) -> None:
     """A few runs, models and outcomes, as the operator would record them, until ``stop``."""
-    outcomes = itertools.cycle([
-        {"s": "scored", "p": True, "c": 1.0, "w": 12.0},
-        {"s": "scored", "p": False, "c": 0.5, "w": 45.0},
-        {"s": "error", "r": "provider: 429 Too Many Requests", "w": 3.0},
-        {"s": "scored", "p": True, "c": 0.75, "w": 8.0},
-        {"s": "error", "r": "infra: sidecar mcp-filesystem exited", "w": None},
-        {"s": "scored", "p": True, "c": 1.0, "w": 130.0},
-        {"s": "error", "r": "job failed: DeadlineExceeded"},
-    ])
+    outcomes = itertools.cycle(
+        [
+            {"s": "scored", "p": True, "c": 1.0, "w": 12.0},
+            {"s": "scored", "p": False, "c": 0.5, "w": 45.0},
+            {"s": "error", "r": "provider: 429 Too Many Requests", "w": 3.0},
+            {"s": "scored", "p": True, "c": 0.75, "w": 8.0},
+            {"s": "error", "r": "infra: sidecar mcp-filesystem exited", "w": None},
+            {"s": "scored", "p": True, "c": 1.0, "w": 130.0},
+            {"s": "error", "r": "job failed: DeadlineExceeded"},
+        ]
+    )
     models = ("gpt-4o", "claude-sonnet")
     finished = dict.fromkeys(models, 0)
     while True:
         for model in models:
             metrics_module.task_finished("sweep-a", {**next(outcomes), "m": model}, m)
             finished[model] += 1
-        metrics_module.run_status("sweep-a", "Running", {
-            model: {"passRate": 0.5 + (n % 5) / 10, "meanCoverage": 0.6 + (n % 3) / 10, "pending": max(0, 500 - n)}
-            for model, n in finished.items()}, m)
+        metrics_module.run_status(
+            "sweep-a",
+            "Running",
+            {
+                model: {
+                    "passRate": 0.5 + (n % 5) / 10,
+                    "meanCoverage": 0.6 + (n % 3) / 10,
+                    "pending": max(0, 500 - n),
+                }
+                for model, n in finished.items()
+            },
+            m,
+        )
         if stop.wait(0.25):
             return
 
@@ -628,8 +821,9 @@ def prometheus(prom_tools: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
     registry = CollectorRegistry()
     m = Metrics(registry=registry)
     metrics_module.task_finished("sweep-b", {"s": "scored", "p": True, "c": 1.0, "w": 20.0, "m": "gpt-4o"}, m)
-    metrics_module.run_status("sweep-b", "Succeeded", {"gpt-4o": {"passRate": 1.0, "meanCoverage": 1.0,
-                                                                   "pending": 0}}, m)
+    metrics_module.run_status(
+        "sweep-b", "Succeeded", {"gpt-4o": {"passRate": 1.0, "meanCoverage": 1.0, "pending": 0}}, m
+    )
     metrics_module.run_phase("sweep-c", "Blocked", m)
     stop = threading.Event()
     feeder = threading.Thread(target=_feed, args=(m, stop), daemon=True)
@@ -637,20 +831,38 @@ def prometheus(prom_tools: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
     exporter, _ = start_http_server(0, addr="127.0.0.1", registry=registry)
     port = free_port()
     workdir = tmp_path_factory.mktemp("prometheus")
-    config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-              "scrape_configs": [{"job_name": METRICS_JOB, "static_configs": [{
-                  "targets": [f"127.0.0.1:{exporter.server_port}"], "labels": {"namespace": NAMESPACE}}]}]}
+    config = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": METRICS_JOB,
+                "static_configs": [
+                    {"targets": [f"127.0.0.1:{exporter.server_port}"], "labels": {"namespace": NAMESPACE}}
+                ],
+            }
+        ],
+    }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     with open(workdir / "prometheus.log", "w") as log:
-        proc = subprocess.Popen([str(prom_tools.prometheus), f"--config.file={workdir / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                                 "--storage.tsdb.retention.time=1h"], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                str(prom_tools.prometheus),
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--storage.tsdb.retention.time=1h",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:  # ready, and at least 4 scrapes in: enough samples for rate() over 1m
             if proc.poll() is not None:
-                pytest.fail(f"prometheus exited with {proc.returncode}:\n{(workdir / 'prometheus.log').read_text()}")
+                pytest.fail(
+                    f"prometheus exited with {proc.returncode}:\n{(workdir / 'prometheus.log').read_text()}"
+                )
             try:
                 ready = httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
             except httpx.HTTPError:
@@ -677,8 +889,6 @@ def prometheus(prom_tools: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         exporter.server_close()
 
 
-
-
 def query(base: str, expr: str) -> list[dict[str, Any]]:
     """``/api/v1/query``: the result vector; fails the test on a PromQL error."""
     r = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=10)
@@ -688,7 +898,9 @@ def query(base: str, expr: str) -> list[dict[str, Any]]:
     return body["data"]["result"]
 
 
-def test_every_dashboard_panel_returns_data(rendered: dict[str, list[dict[str, Any]]], prometheus: str) -> None:
+def test_every_dashboard_panel_returns_data(
+    rendered: dict[str, list[dict[str, Any]]], prometheus: str
+) -> None:
     checked = 0
     for name, board in dashboards(rendered["monitoring"]).items():
         for p in panels(board):
@@ -697,7 +909,9 @@ def test_every_dashboard_panel_returns_data(rendered: dict[str, list[dict[str, A
                 result = query(prometheus, expr)
                 assert result, f"{name}: panel {p['title']!r} returned no data: {expr}"
                 values = [float(s["value"][1]) for s in result]
-                assert any(math.isfinite(v) for v in values), f"{name}: {p['title']!r} has no finite value: {expr}"
+                assert any(math.isfinite(v) for v in values), (
+                    f"{name}: {p['title']!r} has no finite value: {expr}"
+                )
                 legend = target.get("legendFormat", "")
                 for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", legend):
                     assert all(label in s["metric"] for s in result), f"{p['title']!r}: no label {label!r}"
@@ -712,16 +926,23 @@ def test_every_dashboard_panel_returns_data(rendered: dict[str, list[dict[str, A
 
 
 def test_alert_expressions_evaluate(rendered: dict[str, list[dict[str, Any]]], prometheus: str) -> None:
-    rules = {r["alert"]: r["expr"] for g in one(rendered["monitoring"], "PrometheusRule")["spec"]["groups"]
-             for r in g["rules"]}
+    rules = {
+        r["alert"]: r["expr"]
+        for g in one(rendered["monitoring"], "PrometheusRule")["spec"]["groups"]
+        for r in g["rules"]
+    }
     results = {alert: query(prometheus, expr) for alert, expr in rules.items()}
     # the exporter is up and its series carry the labels the rules select on
     assert results["AtlasRunOperatorDown"] == []
     assert [s["metric"]["run"] for s in results["AtlasRunBlocked"]] == ["sweep-c"]
     # 3 of every 7 fed work items error: above the 0.2 threshold for both models of sweep-a
-    assert {(s["metric"]["run"], s["metric"]["model"]) for s in results["AtlasRunTaskErrorRatioHigh"]} == \
-        {("sweep-a", "gpt-4o"), ("sweep-a", "claude-sonnet")}
-    assert query(prometheus, rules["AtlasRunOperatorDown"].replace(METRICS_JOB, "elsewhere"))  # absent() fires
+    assert {(s["metric"]["run"], s["metric"]["model"]) for s in results["AtlasRunTaskErrorRatioHigh"]} == {
+        ("sweep-a", "gpt-4o"),
+        ("sweep-a", "claude-sonnet"),
+    }
+    assert query(
+        prometheus, rules["AtlasRunOperatorDown"].replace(METRICS_JOB, "elsewhere")
+    )  # absent() fires
 
 
 # ---------------------------------------------------------------- installed on a real API server
@@ -740,17 +961,30 @@ def _allowed(api: httpx.Client, user: str, namespace: str, group: str, resource:
     attrs = {"namespace": namespace, "group": group, "resource": sub[0], "verb": verb}
     if len(sub) == 2:
         attrs["subresource"] = sub[1]
-    r = api.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json={
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": user, "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}",
-                                          "system:authenticated"], "resourceAttributes": attrs}})
+    r = api.post(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        json={
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{NAMESPACE}",
+                    "system:authenticated",
+                ],
+                "resourceAttributes": attrs,
+            },
+        },
+    )
     r.raise_for_status()
     return bool(r.json()["status"].get("allowed"))
 
 
 @pytest.mark.cluster
-def test_installed_chart_runs_the_operator_with_its_own_rbac(helm: Path, control_plane: Any,
-                                                             tmp_path: Path) -> None:
+def test_installed_chart_runs_the_operator_with_its_own_rbac(
+    helm: Path, control_plane: Any, tmp_path: Path
+) -> None:
     """``helm install`` on a real kube-apiserver (PodSecurity ``restricted`` in every namespace), then
     the operator, started with the Deployment's own args and env, authenticated as the chart's
     ServiceAccount, reconciles runs: ConfigMap, NetworkPolicy, Jobs, status, events, no 403."""
@@ -761,83 +995,167 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(helm: Path, control
     restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
     cp.create_namespace(NAMESPACE, restricted)
     cp.create_namespace("evals", restricted)
-    proc = run_helm(helm, "install", RELEASE, str(CHART), "--namespace", NAMESPACE, f"--kubeconfig={cp.kubeconfig}",
-                    "-f", str(values_file("monitoring")), "--set", "metrics.serviceMonitor.enabled=false",
-                    "--set", "prometheusRule.enabled=false")
+    proc = run_helm(
+        helm,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        f"--kubeconfig={cp.kubeconfig}",
+        "-f",
+        str(values_file("monitoring")),
+        "--set",
+        "metrics.serviceMonitor.enabled=false",
+        "--set",
+        "prometheusRule.enabled=false",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"installed in namespace {NAMESPACE}, watching all namespaces" in proc.stdout  # NOTES.txt
     api = cp.client()
 
     # The Deployment's pod is admitted under PodSecurity "restricted" (there is no scheduler: it stays Pending).
-    pods = wait_for(lambda: api.get(f"/api/v1/namespaces/{NAMESPACE}/pods").json()["items"], 60,
-                    "the operator's pod (created by the ReplicaSet controller)")
+    pods = wait_for(
+        lambda: api.get(f"/api/v1/namespaces/{NAMESPACE}/pods").json()["items"],
+        60,
+        "the operator's pod (created by the ReplicaSet controller)",
+    )
     assert pods[0]["spec"]["serviceAccountName"] == FULLNAME
 
     user = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
     for (group, resource), verbs in EXPECTED_RULES.items():
         for verb in verbs:
             assert _allowed(api, user, "evals", group, resource, verb), (group, resource, verb)
-    for group, resource, verb in [("", "secrets", "get"), ("", "secrets", "list"), ("", "pods/exec", "create"),
-                                  ("", "pods/log", "get"), ("", "pods", "delete"), ("", "configmaps", "delete"),
-                                  ("batch", "jobs", "update"), ("cilium.io", "ciliumnetworkpolicies", "create"),
-                                  ("apiextensions.k8s.io", "customresourcedefinitions", "delete"),
-                                  ("", "namespaces", "list"), ("rbac.authorization.k8s.io", "roles", "create")]:
+    for group, resource, verb in [
+        ("", "secrets", "get"),
+        ("", "secrets", "list"),
+        ("", "pods/exec", "create"),
+        ("", "pods/log", "get"),
+        ("", "pods", "delete"),
+        ("", "configmaps", "delete"),
+        ("batch", "jobs", "update"),
+        ("cilium.io", "ciliumnetworkpolicies", "create"),
+        ("apiextensions.k8s.io", "customresourcedefinitions", "delete"),
+        ("", "namespaces", "list"),
+        ("rbac.authorization.k8s.io", "roles", "create"),
+    ]:
         assert not _allowed(api, user, "evals", group, resource, verb), (group, resource, verb)
 
     # A run for the operator: one task, one pinned sidecar, tasks from a ConfigMap.
-    task = {"id": "add", "prompt": "What is 2+3?", "enabled_tools": ["calculator_calculate"], "claims": ["5"],
-            "reference_trajectory": [{"calls": [{"name": "calculator_calculate",
-                                                 "arguments": {"expression": "2+3"}}]}]}
-    api.post("/api/v1/namespaces/evals/configmaps", json={
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tasks"},
-        "data": {"tasks.yaml": yaml.safe_dump({"tasks": [task]})}}).raise_for_status()
+    task = {
+        "id": "add",
+        "prompt": "What is 2+3?",
+        "enabled_tools": ["calculator_calculate"],
+        "claims": ["5"],
+        "reference_trajectory": [
+            {"calls": [{"name": "calculator_calculate", "arguments": {"expression": "2+3"}}]}
+        ],
+    }
+    api.post(
+        "/api/v1/namespaces/evals/configmaps",
+        json={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "tasks"},
+            "data": {"tasks.yaml": yaml.safe_dump({"tasks": [task]})},
+        },
+    ).raise_for_status()
     calculator = load_catalog().get("calculator").model_dump(by_alias=True, exclude_none=True)
     calculator.update({"image": f"registry.example/atlasrun/mcp-calculator@{DIGEST}", "port": 9104})
 
     def atlasrun(name: str, runner_image: str | None = None) -> dict[str, Any]:
         cluster = {"runnerImage": runner_image} if runner_image else {}
-        return {"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun", "metadata": {"name": name}, "spec": {
-            "tasks": {"configMap": "tasks"}, "models": [{"name": "m1", "model": "openai/m1"}], "repeats": 2,
-            "servers": {"inline": [calculator], "enabled": ["calculator"]}, "cluster": cluster}}
+        return {
+            "apiVersion": "atlasrun.dev/v1alpha1",
+            "kind": "AtlasRun",
+            "metadata": {"name": name},
+            "spec": {
+                "tasks": {"configMap": "tasks"},
+                "models": [{"name": "m1", "model": "openai/m1"}],
+                "repeats": 2,
+                "servers": {"inline": [calculator], "enabled": ["calculator"]},
+                "cluster": cluster,
+            },
+        }
 
     deployment = one(render(helm, "-f", str(values_file("monitoring"))), "Deployment")
     (c,) = deployment["spec"]["template"]["spec"]["containers"]
     health, metrics_port = free_port(), free_port()
     args = [a.replace("0.0.0.0:8081", f"127.0.0.1:{health}") for a in c["args"]]
-    env = {**os.environ, **{e["name"]: e["value"] for e in c["env"]}, "ATLAS_METRICS_PORT": str(metrics_port),
-           "ATLAS_RECONCILE_INTERVAL": "1", "HOME": str(tmp_path),
-           "KUBECONFIG": str(cp.token_kubeconfig(cp.service_account_token(NAMESPACE, FULLNAME)))}
+    env = {
+        **os.environ,
+        **{e["name"]: e["value"] for e in c["env"]},
+        "ATLAS_METRICS_PORT": str(metrics_port),
+        "ATLAS_RECONCILE_INTERVAL": "1",
+        "HOME": str(tmp_path),
+        "KUBECONFIG": str(cp.token_kubeconfig(cp.service_account_token(NAMESPACE, FULLNAME))),
+    }
     log_path = tmp_path / "operator.log"
     with open(log_path, "wb") as log:
-        operator = subprocess.Popen([sys.executable, "-m", c["command"][0], *args], env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
+        operator = subprocess.Popen(
+            [sys.executable, "-m", c["command"][0], *args], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     try:
-        wait_for(lambda: httpx.get(f"http://127.0.0.1:{health}/healthz", timeout=2).status_code == 200, 60,
-                 "kopf's liveness endpoint")
+        wait_for(
+            lambda: httpx.get(f"http://127.0.0.1:{health}/healthz", timeout=2).status_code == 200,
+            60,
+            "kopf's liveness endpoint",
+        )
         base = "/apis/atlasrun.dev/v1alpha1/namespaces/evals/atlasruns"
         api.post(base, json=atlasrun("good")).raise_for_status()  # runner image from the chart's env
-        api.post(base, json=atlasrun("unpinned", "registry.example/atlasrun/runner:latest")).raise_for_status()
-        good = wait_for(lambda: (r := api.get(f"{base}/good").json()).get("status", {}).get("phase")
-                        not in (None, "Pending") and r, 60, "run good reconciled")
-        blocked = wait_for(lambda: (r := api.get(f"{base}/unpinned").json()).get("status", {}).get("phase")
-                           and r, 60, "run unpinned reconciled")
+        api.post(
+            base, json=atlasrun("unpinned", "registry.example/atlasrun/runner:latest")
+        ).raise_for_status()
+        good = wait_for(
+            lambda: (
+                (r := api.get(f"{base}/good").json()).get("status", {}).get("phase") not in (None, "Pending")
+                and r
+            ),
+            60,
+            "run good reconciled",
+        )
+        blocked = wait_for(
+            lambda: (r := api.get(f"{base}/unpinned").json()).get("status", {}).get("phase") and r,
+            60,
+            "run unpinned reconciled",
+        )
         anonymous = "system:anonymous" in json.dumps(good["status"])
-        assert not anonymous, ("the operator's Kubernetes client sent no bearer token: kubernetes==36.0.0 stores "
-                               "it where its own ApiClient never reads it (fixed in 36.0.1, kubernetes-client/"
-                               "python#2585); pin kubernetes>=36.0.1 in pyproject.toml")
+        assert not anonymous, (
+            "the operator's Kubernetes client sent no bearer token: kubernetes==36.0.0 stores "
+            "it where its own ApiClient never reads it (fixed in 36.0.1, kubernetes-client/"
+            "python#2585); pin kubernetes>=36.0.1 in pyproject.toml"
+        )
         assert good["status"]["phase"] == "Running", good["status"]["conditions"]
         assert blocked["status"]["phase"] == "Blocked", blocked["status"]
-        jobs = wait_for(lambda: len(items := api.get("/apis/batch/v1/namespaces/evals/jobs").json()["items"]) == 2
-                        and items, 30, "two Jobs (one task x two repeats)")
-        assert {j["spec"]["template"]["spec"]["containers"][0]["image"] for j in jobs} == \
-            {f"ghcr.io/atlasrun/runner@{DIGEST}"}
+        jobs = wait_for(
+            lambda: (
+                len(items := api.get("/apis/batch/v1/namespaces/evals/jobs").json()["items"]) == 2 and items
+            ),
+            30,
+            "two Jobs (one task x two repeats)",
+        )
+        assert {j["spec"]["template"]["spec"]["containers"][0]["image"] for j in jobs} == {
+            f"ghcr.io/atlasrun/runner@{DIGEST}"
+        }
         assert api.get("/api/v1/namespaces/evals/configmaps/atlasrun-good").status_code == 200
-        assert api.get("/apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/good-egress").status_code == 200
+        assert (
+            api.get("/apis/networking.k8s.io/v1/namespaces/evals/networkpolicies/good-egress").status_code
+            == 200
+        )
         assert good["status"]["progress"] == "0/2"
         assert blocked["status"]["conditions"][0]["reason"] == "UnpinnedImage"
-        events = wait_for(lambda: {e["reason"] for e in api.get("/api/v1/namespaces/evals/events").json()["items"]
-                                   if e["involvedObject"]["kind"] == "AtlasRun"} >= {"Started", "UnpinnedImage"},
-                          30, "the operator's events")
+        events = wait_for(
+            lambda: (
+                {
+                    e["reason"]
+                    for e in api.get("/api/v1/namespaces/evals/events").json()["items"]
+                    if e["involvedObject"]["kind"] == "AtlasRun"
+                }
+                >= {"Started", "UnpinnedImage"}
+            ),
+            30,
+            "the operator's events",
+        )
         assert events
         metrics_text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
         assert 'atlasrun_runs{phase="Blocked",run="unpinned"} 1.0' in metrics_text
@@ -849,5 +1167,7 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(helm: Path, control
             operator.kill()
             operator.wait()
     log_text = log_path.read_text(errors="replace")
-    denied = [line for line in log_text.splitlines() if re.search(r"403|[Ff]orbidden|Not enough permissions", line)]
+    denied = [
+        line for line in log_text.splitlines() if re.search(r"403|[Ff]orbidden|Not enough permissions", line)
+    ]
     assert not denied, "\n".join(denied)

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel
+
 from atlasrun.cluster import crd as crd_module
 from atlasrun.cluster.crd import RunStatus, build_crd, render_yaml
 from atlasrun.cluster.images import is_pinned, servers_used, unpinned_images
@@ -30,10 +32,9 @@ from atlasrun.cluster.manifests import (
     render_network_policy,
 )
 from atlasrun.errors import InputError
+from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog, Egress, ServerSpec
-from atlasrun.spec.run import RunSpecBody
 from atlasrun.tasks.model import TaskLimits
-from pydantic import BaseModel
 from tools import KUBERNETES_VERSIONS, ToolInstallError, ensure_kubernetes_validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,37 +44,63 @@ UID = "6f1c2e4a-0000-4000-8000-000000000001"
 
 
 def server(name: str, port: int, **extra: Any) -> ServerSpec:
-    return ServerSpec(name=name, command=f"mcp-server-{name}", image=f"ghcr.io/atlasrun/{name}@{DIGEST}",
-                      port=port, **extra)
+    return ServerSpec(
+        name=name, command=f"mcp-server-{name}", image=f"ghcr.io/atlasrun/{name}@{DIGEST}", port=port, **extra
+    )
 
 
 SERVERS = [
     server("filesystem", 8001, env={"ROOT": "{data_dir}", "PORT_HINT": "{port}"}),
-    server("search", 8002, secrets=["SEARCH_API_KEY"],
-           egress=Egress(hosts=["api.search.example"], cidrs=["203.0.113.0/24"], ports=[443])),
+    server(
+        "search",
+        8002,
+        secrets=["SEARCH_API_KEY"],
+        egress=Egress(hosts=["api.search.example"], cidrs=["203.0.113.0/24"], ports=[443]),
+    ),
 ]
 
 
 def make_body(**cluster: Any) -> RunSpecBody:
-    return RunSpecBody.model_validate({
-        "tasks": {"configMap": "tasks"},
-        "models": [
-            {"name": "gpt-4o", "apiKeySecret": {"name": "openai", "key": "api-key"},
-             "egress": {"hosts": ["api.openai.com"], "cidrs": ["198.51.100.0/24"]}},
-            {"name": "claude", "model": "anthropic/claude-sonnet-4", "apiKeySecret": {"name": "anthropic", "key": "k"}},
-        ],
-        "judges": [{"name": "deterministic"},
-                   {"name": "grader", "model": "gemini/gemini-2.0-flash", "apiKeySecret": {"name": "gem", "key": "k"},
-                    "egress": {"hosts": ["*.googleapis.com"], "ports": [443]}}],
-        "cluster": cluster,
-    })
+    return RunSpecBody.model_validate(
+        {
+            "tasks": {"configMap": "tasks"},
+            "models": [
+                {
+                    "name": "gpt-4o",
+                    "apiKeySecret": {"name": "openai", "key": "api-key"},
+                    "egress": {"hosts": ["api.openai.com"], "cidrs": ["198.51.100.0/24"]},
+                },
+                {
+                    "name": "claude",
+                    "model": "anthropic/claude-sonnet-4",
+                    "apiKeySecret": {"name": "anthropic", "key": "k"},
+                },
+            ],
+            "judges": [
+                {"name": "deterministic"},
+                {
+                    "name": "grader",
+                    "model": "gemini/gemini-2.0-flash",
+                    "apiKeySecret": {"name": "gem", "key": "k"},
+                    "egress": {"hosts": ["*.googleapis.com"], "ports": [443]},
+                },
+            ],
+            "cluster": cluster,
+        }
+    )
 
 
-def make_job(body: RunSpecBody | None = None, servers: list[ServerSpec] = SERVERS, **kw: Any) -> dict[str, Any]:
+def make_job(
+    body: RunSpecBody | None = None, servers: list[ServerSpec] = SERVERS, **kw: Any
+) -> dict[str, Any]:
     body = body or make_body()
-    args: dict[str, Any] = {"runner_image": f"ghcr.io/atlasrun/runner@{DIGEST}", "spec_configmap": "atlasrun-demo",
-                            "results_uri": "s3://results/runs/demo/", "s3_secret": "s3-creds",
-                            "s3_endpoint": "http://10.1.2.3:9000"} | kw
+    args: dict[str, Any] = {
+        "runner_image": f"ghcr.io/atlasrun/runner@{DIGEST}",
+        "spec_configmap": "atlasrun-demo",
+        "results_uri": "s3://results/runs/demo/",
+        "s3_secret": "s3-creds",
+        "s3_endpoint": "http://10.1.2.3:9000",
+    } | kw
     return render_job("demo", UID, "evals", body, body.models[0], "sum-numbers", 1, servers, **args)
 
 
@@ -90,11 +117,19 @@ def env_names(container: dict[str, Any]) -> list[str]:
 
 
 def test_job_name_is_deterministic_bounded_and_distinct() -> None:
-    keys = [("demo", "gpt-4o", "sum-numbers", 0), ("demo", "gpt-4o", "sum-numbers", 1),
-            ("demo", "gpt_4o", "sum-numbers", 0), ("demo", "GPT-4o", "sum-numbers", 0),
-            ("demo", "gpt-4o", "sum.numbers", 0), ("demo-gpt", "4o", "sum-numbers", 0),
-            ("demo", "gpt-4o-sum", "numbers", 0), ("x" * 200, "m" * 200, "t" * 500, 99),
-            ("x" * 200, "m" * 200, "t" * 499 + "u", 99), ("", "", "", 0), ("run", "anthropic/claude", "ünïcode", 3)]
+    keys = [
+        ("demo", "gpt-4o", "sum-numbers", 0),
+        ("demo", "gpt-4o", "sum-numbers", 1),
+        ("demo", "gpt_4o", "sum-numbers", 0),
+        ("demo", "GPT-4o", "sum-numbers", 0),
+        ("demo", "gpt-4o", "sum.numbers", 0),
+        ("demo-gpt", "4o", "sum-numbers", 0),
+        ("demo", "gpt-4o-sum", "numbers", 0),
+        ("x" * 200, "m" * 200, "t" * 500, 99),
+        ("x" * 200, "m" * 200, "t" * 499 + "u", 99),
+        ("", "", "", 0),
+        ("run", "anthropic/claude", "ünïcode", 3),
+    ]
     names = [job_name(*k) for k in keys]
     assert names == [job_name(*k) for k in keys]  # deterministic (an operator restart renders the same names)
     assert len(set(names)) == len(keys)  # keys that sanitize alike still differ by their hash
@@ -121,7 +156,7 @@ def test_job_runs_servers_as_native_sidecars_with_restricted_security() -> None:
     pod = job["spec"]["template"]["spec"]
     sidecars = pod["initContainers"]
     assert [c["name"] for c in sidecars] == ["mcp-filesystem", "mcp-search"]
-    for sidecar, srv in zip(sidecars, SERVERS):
+    for sidecar, srv in zip(sidecars, SERVERS, strict=False):
         assert sidecar["restartPolicy"] == "Always" and sidecar["image"] == srv.image
         assert sidecar["startupProbe"]["tcpSocket"]["port"] == srv.port
         assert sidecar["readinessProbe"]["tcpSocket"]["port"] == srv.port
@@ -134,8 +169,13 @@ def test_job_runs_servers_as_native_sidecars_with_restricted_security() -> None:
     assert {"name": "spec", "mountPath": "/etc/atlasrun", "readOnly": True} in runner["volumeMounts"]
     assert pod["restartPolicy"] == "Never"
     assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
-    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                                      "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     for container in containers(job):
         sc = container["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
@@ -152,15 +192,26 @@ def test_runner_env_follows_the_contract_and_only_it_sees_model_keys() -> None:
     values = {k: e.get("value") for k, e in env.items()}
     assert values["ATLAS_RUN_SPEC"] == "/etc/atlasrun/run.yaml"
     assert values["ATLAS_TASKS"] == "/etc/atlasrun/tasks.yaml"
-    assert (values["ATLAS_TASK_ID"], values["ATLAS_MODEL"], values["ATLAS_REPEAT"]) == ("sum-numbers", "gpt-4o", "1")
+    assert (values["ATLAS_TASK_ID"], values["ATLAS_MODEL"], values["ATLAS_REPEAT"]) == (
+        "sum-numbers",
+        "gpt-4o",
+        "1",
+    )
     assert values["ATLAS_RESULTS_URI"] == "s3://results/runs/demo/"
     assert values["AWS_ENDPOINT_URL"] == "http://10.1.2.3:9000"
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "s3-creds"
     assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "openai", "key": "api-key"}
-    assert env["GEMINI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "gem", "key": "k"}  # the LLM judge's
+    assert env["GEMINI_API_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "gem",
+        "key": "k",
+    }  # the LLM judge's
     assert "ANTHROPIC_API_KEY" not in env  # another model's key stays out of this Job
-    secret_refs = [(c["name"], e["valueFrom"]["secretKeyRef"]["name"]) for c in containers(job)
-                   for e in c["env"] if "valueFrom" in e]
+    secret_refs = [
+        (c["name"], e["valueFrom"]["secretKeyRef"]["name"])
+        for c in containers(job)
+        for e in c["env"]
+        if "valueFrom" in e
+    ]
     assert {s for c, s in secret_refs if c != "runner"} == {"atlasrun-server-search"}  # the server's own
     assert ("mcp-search", "atlasrun-server-search") in secret_refs
     assert not any(e.get("value") and "key" in e["name"].lower() for c in containers(job) for e in c["env"])
@@ -181,18 +232,31 @@ def test_job_metadata_owner_policy_and_kueue() -> None:
     job = make_job(make_body(queueName="team-a", suspend=True, backoffLimit=3, ttlSecondsAfterFinished=60))
     meta, spec = job["metadata"], job["spec"]
     assert meta["name"] == job_name("demo", "gpt-4o", "sum-numbers", 1) and meta["namespace"] == "evals"
-    assert meta["ownerReferences"] == [{"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun", "name": "demo",
-                                        "uid": UID, "controller": True, "blockOwnerDeletion": True}]
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "atlasrun.dev/v1alpha1",
+            "kind": "AtlasRun",
+            "name": "demo",
+            "uid": UID,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     assert meta["labels"][LABEL_QUEUE] == "team-a"
     assert meta["labels"]["app.kubernetes.io/name"] == "atlasrun" and meta["labels"][LABEL_RUN] == "demo"
-    assert meta["labels"]["atlasrun.dev/model"] == "gpt-4o" and len(meta["labels"]["atlasrun.dev/task-hash"]) == 16
+    assert (
+        meta["labels"]["atlasrun.dev/model"] == "gpt-4o"
+        and len(meta["labels"]["atlasrun.dev/task-hash"]) == 16
+    )
     pod_labels = spec["template"]["metadata"]["labels"]
     assert pod_labels[LABEL_RUN] == "demo" and LABEL_QUEUE not in pod_labels
     assert meta["annotations"]["atlasrun.dev/task-id"] == "sum-numbers"
     assert spec["suspend"] is True and spec["backoffLimit"] == 3 and spec["ttlSecondsAfterFinished"] == 60
     rules = spec["podFailurePolicy"]["rules"]
-    assert rules[0] == {"action": "FailJob", "onExitCodes": {"containerName": "runner", "operator": "In",
-                                                             "values": [2]}}
+    assert rules[0] == {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": "runner", "operator": "In", "values": [2]},
+    }
     assert rules[1]["action"] == "Ignore" and rules[1]["onPodConditions"][0]["type"] == "DisruptionTarget"
     assert spec["activeDeadlineSeconds"] == (900 + 60 * 2 + 120) * 4
     assert LABEL_QUEUE not in make_job()["metadata"]["labels"]
@@ -218,18 +282,28 @@ def test_bad_servers_and_key_clashes_are_input_errors() -> None:
 
 
 def test_vanilla_policy_allows_dns_and_declared_egress_only() -> None:
-    policy = render_network_policy("demo", "evals", UID, make_body(), SERVERS, s3_endpoint="http://10.1.2.3:9000")
+    policy = render_network_policy(
+        "demo", "evals", UID, make_body(), SERVERS, s3_endpoint="http://10.1.2.3:9000"
+    )
     assert policy is not None and policy["kind"] == "NetworkPolicy"
     assert policy["metadata"]["ownerReferences"][0]["uid"] == UID
     spec = policy["spec"]
     assert spec["podSelector"] == {"matchLabels": {LABEL_RUN: "demo"}}
     assert spec["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in spec  # all ingress denied
     dns = spec["egress"][0]
-    assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    assert dns["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ]
     assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
-    allowed = {(b["ipBlock"]["cidr"], p["port"]) for rule in spec["egress"][1:] for b in rule["to"]
-               for p in rule["ports"]}
+    allowed = {
+        (b["ipBlock"]["cidr"], p["port"])
+        for rule in spec["egress"][1:]
+        for b in rule["to"]
+        for p in rule["ports"]
+    }
     assert allowed == {("198.51.100.0/24", 443), ("203.0.113.0/24", 443), ("10.1.2.3/32", 9000)}
     hosts = policy["metadata"]["annotations"]["atlasrun.dev/egress-hosts"].split()
     assert hosts == ["*.googleapis.com:443", "api.openai.com:443", "api.search.example:443"]
@@ -237,8 +311,14 @@ def test_vanilla_policy_allows_dns_and_declared_egress_only() -> None:
 
 
 def test_cilium_policy_allows_hostnames_by_fqdn() -> None:
-    policy = render_network_policy("demo", "evals", UID, make_body(networkPolicy="cilium"), SERVERS,
-                                   s3_endpoint="https://minio.storage.svc:9000")
+    policy = render_network_policy(
+        "demo",
+        "evals",
+        UID,
+        make_body(networkPolicy="cilium"),
+        SERVERS,
+        s3_endpoint="https://minio.storage.svc:9000",
+    )
     assert policy is not None and policy["apiVersion"] == "cilium.io/v2"
     spec = policy["spec"]
     assert spec["endpointSelector"] == {"matchLabels": {LABEL_RUN: "demo"}}
@@ -247,10 +327,19 @@ def test_cilium_policy_allows_hostnames_by_fqdn() -> None:
     assert dns["toEndpoints"][0]["matchLabels"]["k8s:k8s-app"] == "kube-dns"
     assert {p["protocol"] for p in dns["toPorts"][0]["ports"]} == {"UDP", "TCP"}
     assert dns["toPorts"][0]["rules"] == {"dns": [{"matchPattern": "*"}]}
-    fqdns = {(next(iter(f.values())), p["port"]) for rule in spec["egress"] if "toFQDNs" in rule
-             for f in rule["toFQDNs"] for p in rule["toPorts"][0]["ports"]}
-    assert fqdns == {("api.openai.com", "443"), ("api.search.example", "443"), ("*.googleapis.com", "443"),
-                     ("minio.storage.svc", "9000")}
+    fqdns = {
+        (next(iter(f.values())), p["port"])
+        for rule in spec["egress"]
+        if "toFQDNs" in rule
+        for f in rule["toFQDNs"]
+        for p in rule["toPorts"][0]["ports"]
+    }
+    assert fqdns == {
+        ("api.openai.com", "443"),
+        ("api.search.example", "443"),
+        ("*.googleapis.com", "443"),
+        ("minio.storage.svc", "9000"),
+    }
     assert {"matchPattern": "*.googleapis.com"} in [f for r in spec["egress"] for f in r.get("toFQDNs", [])]
     cidrs = {c["cidr"] for rule in spec["egress"] for c in rule.get("toCIDRSet", [])}
     assert cidrs == {"198.51.100.0/24", "203.0.113.0/24"}
@@ -268,18 +357,31 @@ def test_bad_egress_is_an_input_error() -> None:
 def test_is_pinned() -> None:
     assert is_pinned(f"ghcr.io/atlasrun/runner@{DIGEST}")
     assert is_pinned(f"registry:5000/a/b:v1@{DIGEST}")
-    for ref in ["ghcr.io/atlasrun/runner:1.0", "runner", f"@{DIGEST}", "runner@sha256:abc",
-                "runner@sha512:" + "ab" * 64, "runner@sha256:" + "AB" * 32]:
+    for ref in [
+        "ghcr.io/atlasrun/runner:1.0",
+        "runner",
+        f"@{DIGEST}",
+        "runner@sha256:abc",
+        "runner@sha512:" + "ab" * 64,
+        "runner@sha256:" + "AB" * 32,
+    ]:
         assert not is_pinned(ref), ref
 
 
 def test_unpinned_images_names_each_image_and_the_fix() -> None:
-    catalog = Catalog(servers=[server("filesystem", 8001), ServerSpec(name="git", command="g", image="git:latest"),
-                               ServerSpec(name="memory", command="m", image="mem@sha256:123")])
+    catalog = Catalog(
+        servers=[
+            server("filesystem", 8001),
+            ServerSpec(name="git", command="g", image="git:latest"),
+            ServerSpec(name="memory", command="m", image="mem@sha256:123"),
+        ]
+    )
     body = make_body(runnerImage="ghcr.io/atlasrun/runner:dev")
     messages = unpinned_images(body, catalog)
     assert len(messages) == 3
-    assert messages[0].startswith("spec.cluster.runnerImage 'ghcr.io/atlasrun/runner:dev' has no @sha256 digest")
+    assert messages[0].startswith(
+        "spec.cluster.runnerImage 'ghcr.io/atlasrun/runner:dev' has no @sha256 digest"
+    )
     assert "server 'git' image 'git:latest'" in messages[1] and "allowUnpinnedImages" in messages[1]
     assert "malformed sha256 digest" in messages[2]
     body.servers.enabled = ["filesystem"]
@@ -304,7 +406,9 @@ def _walk(schema: Any) -> Iterator[dict[str, Any]]:
             yield from _walk(value)
 
 
-def _models(model: type[BaseModel], seen: dict[str, type[BaseModel]] | None = None) -> dict[str, type[BaseModel]]:
+def _models(
+    model: type[BaseModel], seen: dict[str, type[BaseModel]] | None = None
+) -> dict[str, type[BaseModel]]:
     """Every pydantic model reachable from ``model`` through its fields, by class name."""
     seen = {} if seen is None else seen
     seen[model.__name__] = model
@@ -322,7 +426,9 @@ def _schema_at(schema: dict[str, Any], model: type[BaseModel]) -> list[dict[str,
     """Every object schema in ``schema`` whose properties are exactly ``model``'s field aliases."""
     generate = model.model_config.get("alias_generator")
     want = {f.alias or (generate(n) if callable(generate) else n) for n, f in model.model_fields.items()}
-    return [s for s in _walk(schema) if isinstance(s.get("properties"), dict) and set(s["properties"]) == want]
+    return [
+        s for s in _walk(schema) if isinstance(s.get("properties"), dict) and set(s["properties"]) == want
+    ]
 
 
 def _spec_schema() -> dict[str, Any]:
@@ -331,7 +437,9 @@ def _spec_schema() -> dict[str, Any]:
 
 def test_committed_crd_matches_the_code() -> None:
     committed = (ROOT / "crds" / "atlasrun.yaml").read_text()
-    assert committed == render_yaml(), "crds/atlasrun.yaml is stale: python -m atlasrun.cluster.crd > crds/atlasrun.yaml"
+    assert committed == render_yaml(), (
+        "crds/atlasrun.yaml is stale: python -m atlasrun.cluster.crd > crds/atlasrun.yaml"
+    )
     assert yaml.safe_load(committed) == build_crd()
 
 
@@ -345,16 +453,41 @@ def test_crd_shape_and_printer_columns() -> None:
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
     assert version["subresources"] == {"status": {}}
     cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
-    assert cols == {"Phase": ".status.phase", "Progress": ".status.progress", "Pass Rate": ".status.passRates",
-                    "Age": ".metadata.creationTimestamp"}
+    assert cols == {
+        "Phase": ".status.phase",
+        "Progress": ".status.progress",
+        "Pass Rate": ".status.passRates",
+        "Age": ".metadata.creationTimestamp",
+    }
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
-    assert status["properties"]["phase"]["enum"] == ["Pending", "Running", "Succeeded", "Failed", "Suspended",
-                                                     "Blocked"]
-    assert {"progress", "models", "passRates", "resultsURI", "conditions", "observedGeneration",
-            "results"} <= set(status["properties"])
+    assert status["properties"]["phase"]["enum"] == [
+        "Pending",
+        "Running",
+        "Succeeded",
+        "Failed",
+        "Suspended",
+        "Blocked",
+    ]
+    assert {
+        "progress",
+        "models",
+        "passRates",
+        "resultsURI",
+        "conditions",
+        "observedGeneration",
+        "results",
+    } <= set(status["properties"])
     model_counts = status["properties"]["models"]["additionalProperties"]["properties"]
-    assert {"pending", "running", "scored", "excluded", "errored", "passed", "passRate", "meanCoverage"} <= set(
-        model_counts)
+    assert {
+        "pending",
+        "running",
+        "scored",
+        "excluded",
+        "errored",
+        "passed",
+        "passRate",
+        "meanCoverage",
+    } <= set(model_counts)
 
 
 def test_crd_schema_is_structural_and_covers_every_spec_field() -> None:
@@ -383,21 +516,28 @@ def test_every_python_validator_has_a_cel_rule() -> None:
     spec = _spec_schema()
 
     def rules(schema: dict[str, Any]) -> list[dict[str, Any]]:
-        return [*schema.get("x-kubernetes-validations", []), *schema.get("items", {}).get("x-kubernetes-validations", [])]
+        return [
+            *schema.get("x-kubernetes-validations", []),
+            *schema.get("items", {}).get("x-kubernetes-validations", []),
+        ]
 
     checked = 0
     for name, model in _models(RunSpecBody).items():
         (schema, *_) = _schema_at(spec, model)
         props = schema["properties"]
         generate = model.model_config.get("alias_generator")
-        alias = {n: f.alias or (generate(n) if callable(generate) else n) for n, f in model.model_fields.items()}
+        alias = {
+            n: f.alias or (generate(n) if callable(generate) else n) for n, f in model.model_fields.items()
+        }
         decorators = model.__pydantic_decorators__
         for validator in decorators.field_validators.values():
             for field in validator.info.fields:
                 assert rules(props[alias[field]]), f"{name}.{field} has a Python validator but no CEL rule"
                 checked += 1
         if decorators.model_validators:
-            assert rules(schema) or any(rules(p) for p in props.values()), f"{name}: model validator without CEL rule"
+            assert rules(schema) or any(rules(p) for p in props.values()), (
+                f"{name}: model validator without CEL rule"
+            )
             checked += 1
         if "model_post_init" in vars(model):
             assert rules(schema), f"{name}.model_post_init checks the object but the CRD has no rule on it"
@@ -406,10 +546,17 @@ def test_every_python_validator_has_a_cel_rule() -> None:
 
 
 def test_status_model_round_trips_through_the_schema_fields() -> None:
-    status = RunStatus.model_validate({"phase": "Running", "progress": "1/4", "passRates": "gpt-4o=1.00",
-                                       "models": {"gpt-4o": {"total": 4, "scored": 1, "passed": 1, "passRate": 1.0}},
-                                       "resultsURI": "s3://b/p/demo/", "results": {"j": {"s": "scored", "p": True}},
-                                       "conditions": [{"type": "Ready", "status": "True", "reason": "Running"}]})
+    status = RunStatus.model_validate(
+        {
+            "phase": "Running",
+            "progress": "1/4",
+            "passRates": "gpt-4o=1.00",
+            "models": {"gpt-4o": {"total": 4, "scored": 1, "passed": 1, "passRate": 1.0}},
+            "resultsURI": "s3://b/p/demo/",
+            "results": {"j": {"s": "scored", "p": True}},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Running"}],
+        }
+    )
     dumped = status.model_dump(by_alias=True, mode="json", exclude_none=True)
     props = crd_module.status_schema()["properties"]
     assert set(dumped) <= set(props)
@@ -434,15 +581,25 @@ def _write(path: Path, obj: dict[str, Any]) -> Path:
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_manifests_validate_strictly(kubernetes_validate: Path, tmp_path: Path, version: str) -> None:
-    body = make_body(queueName="team-a", dataVolume={"persistentVolumeClaim": {"claimName": "data", "readOnly": True}})
+    body = make_body(
+        queueName="team-a", dataVolume={"persistentVolumeClaim": {"claimName": "data", "readOnly": True}}
+    )
     files = [
         _write(tmp_path / "job.yaml", make_job(body)),
-        _write(tmp_path / "netpol.yaml", render_network_policy("demo", "evals", UID, body, SERVERS,
-                                                                s3_endpoint="http://10.1.2.3:9000") or {}),
+        _write(
+            tmp_path / "netpol.yaml",
+            render_network_policy("demo", "evals", UID, body, SERVERS, s3_endpoint="http://10.1.2.3:9000")
+            or {},
+        ),
         ROOT / "crds" / "atlasrun.yaml",
     ]
-    proc = subprocess.run([str(kubernetes_validate), "--strict", "-k", version, *map(str, files)],
-                          check=False, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(kubernetes_validate), "--strict", "-k", version, *map(str, files)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert out.count("passed for resource") == 3 and "WARN" not in out and "ERROR" not in out, out
@@ -468,21 +625,37 @@ def test_api_server_enforces_the_crd_and_accepts_the_manifests(control_plane: An
     runs = f"/apis/atlasrun.dev/v1alpha1/namespaces/{ns}/atlasruns"
     cp.kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "atlasrun.yaml"))
     with cp.client() as c:
+
         def established() -> bool:
-            crd = c.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/atlasruns.atlasrun.dev").json()
-            return any(x["type"] == "Established" and x["status"] == "True"
-                       for x in crd.get("status", {}).get("conditions", []))
+            crd = c.get(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/atlasruns.atlasrun.dev"
+            ).json()
+            return any(
+                x["type"] == "Established" and x["status"] == "True"
+                for x in crd.get("status", {}).get("conditions", [])
+            )
 
         wait_for(established, 60, "the AtlasRun CRD to be Established")
         wait_for(lambda: c.get(runs).status_code == 200, 60, "the atlasruns resource to be served")
 
         def create(name: str, spec: dict[str, Any]) -> Any:
-            return c.post(runs, params={"fieldValidation": "Strict"},
-                          json={"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun",
-                                "metadata": {"name": name}, "spec": spec})
+            return c.post(
+                runs,
+                params={"fieldValidation": "Strict"},
+                json={
+                    "apiVersion": "atlasrun.dev/v1alpha1",
+                    "kind": "AtlasRun",
+                    "metadata": {"name": name},
+                    "spec": spec,
+                },
+            )
 
-        valid = {"tasks": {"configMap": "tasks"}, "models": [{"name": "gpt-4o", "params": {"temperature": 0}}],
-                 "judges": [{"name": "deterministic"}], "cluster": {"queueName": "team-a"}}
+        valid = {
+            "tasks": {"configMap": "tasks"},
+            "models": [{"name": "gpt-4o", "params": {"temperature": 0}}],
+            "judges": [{"name": "deterministic"}],
+            "cluster": {"queueName": "team-a"},
+        }
         created = create("demo", valid)
         assert created.status_code == 201, created.text
         run = created.json()
@@ -492,18 +665,32 @@ def test_api_server_enforces_the_crd_and_accepts_the_manifests(control_plane: An
 
         bad = {
             "parallelism": ({**valid, "parallelism": 0}, "spec.parallelism"),
-            "two sources": ({**valid, "tasks": {"configMap": "t", "uri": "s3://b/tasks.yaml"}},
-                            "spec.tasks: Invalid value: give exactly one of path, uri, configMap, dataset"),
+            "two sources": (
+                {**valid, "tasks": {"configMap": "t", "uri": "s3://b/tasks.yaml"}},
+                "spec.tasks: Invalid value: give exactly one of path, uri, configMap, dataset",
+            ),
             "no source": ({**valid, "tasks": {}}, "give exactly one of path, uri, configMap, dataset"),
-            "duplicate models": ({**valid, "models": [{"name": "a"}, {"name": "a"}]},
-                                 "spec.models: Invalid value: models: names must be unique"),
-            "duplicate judges": ({**valid, "judges": [{"name": "j"}, {"name": "j"}]}, "judges: names must be unique"),
-            "server name": ({**valid, "servers": {"inline": [{"name": "Bad_Name", "command": "x"}]}},
-                            "spec.servers.inline[0].name"),
-            "stdio without command": ({**valid, "servers": {"inline": [{"name": "s"}]}},
-                                      "transport stdio needs 'command'"),
+            "duplicate models": (
+                {**valid, "models": [{"name": "a"}, {"name": "a"}]},
+                "spec.models: Invalid value: models: names must be unique",
+            ),
+            "duplicate judges": (
+                {**valid, "judges": [{"name": "j"}, {"name": "j"}]},
+                "judges: names must be unique",
+            ),
+            "server name": (
+                {**valid, "servers": {"inline": [{"name": "Bad_Name", "command": "x"}]}},
+                "spec.servers.inline[0].name",
+            ),
+            "stdio without command": (
+                {**valid, "servers": {"inline": [{"name": "s"}]}},
+                "transport stdio needs 'command'",
+            ),
             "unknown field": ({**valid, "paralelism": 3}, 'unknown field "spec.paralelism"'),
-            "network policy": ({**valid, "cluster": {"networkPolicy": "calico"}}, "spec.cluster.networkPolicy"),
+            "network policy": (
+                {**valid, "cluster": {"networkPolicy": "calico"}},
+                "spec.cluster.networkPolicy",
+            ),
         }
         for i, (case, (spec, expected)) in enumerate(bad.items()):
             response = create(f"bad-{i}", spec)
@@ -511,15 +698,31 @@ def test_api_server_enforces_the_crd_and_accepts_the_manifests(control_plane: An
             assert expected in response.json()["message"], f"{case}: {response.json()['message']}"
 
         # The status subresource keeps what RunStatus declares; kubectl shows the printer columns.
-        status = RunStatus.model_validate({
-            "phase": "Running", "progress": "1/4", "passRates": "gpt-4o=1.00", "resultsURI": "s3://b/demo/",
-            "models": {"gpt-4o": {"total": 4, "pending": 3, "scored": 1, "passed": 1, "passRate": 1.0}},
-            "results": {"demo-gpt-4o-x": {"s": "scored", "p": True, "c": 1.0}},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "Running",
-                            "lastTransitionTime": "2025-01-01T00:00:00Z"}]})
+        status = RunStatus.model_validate(
+            {
+                "phase": "Running",
+                "progress": "1/4",
+                "passRates": "gpt-4o=1.00",
+                "resultsURI": "s3://b/demo/",
+                "models": {"gpt-4o": {"total": 4, "pending": 3, "scored": 1, "passed": 1, "passRate": 1.0}},
+                "results": {"demo-gpt-4o-x": {"s": "scored", "p": True, "c": 1.0}},
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "Running",
+                        "lastTransitionTime": "2025-01-01T00:00:00Z",
+                    }
+                ],
+            }
+        )
         patch = {"status": status.model_dump(by_alias=True, mode="json", exclude_none=True)}
-        r = c.patch(f"{runs}/demo/status", json=patch, params={"fieldValidation": "Strict"},
-                    headers={"Content-Type": "application/merge-patch+json"})
+        r = c.patch(
+            f"{runs}/demo/status",
+            json=patch,
+            params={"fieldValidation": "Strict"},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
         assert r.status_code == 200, r.text
         assert r.json()["status"]["results"] == patch["status"]["results"]
         assert r.json()["status"]["models"]["gpt-4o"]["passRate"] == 1.0
@@ -530,25 +733,48 @@ def test_api_server_enforces_the_crd_and_accepts_the_manifests(control_plane: An
         # The rendered Job and NetworkPolicy are accepted as they are; their pods pass PodSecurity
         # "restricted"; deleting the run garbage-collects them through the owner references.
         body = RunSpecBody.model_validate(run["spec"])
-        job = render_job("demo", run["metadata"]["uid"], ns, body, body.models[0], "sum-numbers", 0, SERVERS,
-                         runner_image=f"ghcr.io/atlasrun/runner@{DIGEST}", spec_configmap="atlasrun-demo",
-                         results_uri="s3://b/demo/", s3_secret="s3", s3_endpoint="http://10.1.2.3:9000")
+        job = render_job(
+            "demo",
+            run["metadata"]["uid"],
+            ns,
+            body,
+            body.models[0],
+            "sum-numbers",
+            0,
+            SERVERS,
+            runner_image=f"ghcr.io/atlasrun/runner@{DIGEST}",
+            spec_configmap="atlasrun-demo",
+            results_uri="s3://b/demo/",
+            s3_secret="s3",
+            s3_endpoint="http://10.1.2.3:9000",
+        )
         job["spec"]["suspend"] = True  # no pods: nothing would run them here
         policy = render_network_policy("demo", ns, run["metadata"]["uid"], body, SERVERS)
         assert policy is not None
         r = c.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=job, params={"fieldValidation": "Strict"})
         assert r.status_code == 201, r.text
-        r = c.post(f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies", json=policy,
-                   params={"fieldValidation": "Strict"})
+        r = c.post(
+            f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
+            json=policy,
+            params={"fieldValidation": "Strict"},
+        )
         assert r.status_code == 201, r.text
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": ns},
-               "spec": job["spec"]["template"]["spec"]}
-        r = c.post(f"/api/v1/namespaces/{ns}/pods", json=pod, params={"dryRun": "All", "fieldValidation": "Strict"})
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": ns},
+            "spec": job["spec"]["template"]["spec"],
+        }
+        r = c.post(
+            f"/api/v1/namespaces/{ns}/pods", json=pod, params={"dryRun": "All", "fieldValidation": "Strict"}
+        )
         assert r.status_code == 201, r.text
         assert not r.headers.get("warning"), r.headers.get("warning")
 
         # (The garbage collector picks up a new CRD's resources at its next discovery sync, ~30 s.)
         assert c.delete(f"{runs}/demo").status_code == 200
-        for path in (f"/apis/batch/v1/namespaces/{ns}/jobs/{job['metadata']['name']}",
-                     f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{policy['metadata']['name']}"):
+        for path in (
+            f"/apis/batch/v1/namespaces/{ns}/jobs/{job['metadata']['name']}",
+            f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{policy['metadata']['name']}",
+        ):
             wait_for(lambda path=path: c.get(path).status_code == 404, 90, f"garbage collection of {path}")

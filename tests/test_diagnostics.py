@@ -23,58 +23,117 @@ from atlasrun.diagnostics.signals import detect, enriched_trace, format_trace, s
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.judge.llm import JudgeOutputError
-from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from conftest import SUM_TASK
 
 READ = "filesystem_read_text_file"
 CALC = "calculator_calculate"
-TOOLS = [{"type": "function", "function": {"name": READ, "parameters": {
-    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": READ,
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
 
 
-def call(name: str, arguments: Any, result: str = "12\n30", kind: str | None = None, cid: str = "") -> CallRecord:
-    return CallRecord(id=cid or f"c-{name}", name=name, arguments=arguments, result=result,
-                      is_error=kind is not None, error_kind=kind)  # type: ignore[arg-type]
+def call(
+    name: str, arguments: Any, result: str = "12\n30", kind: str | None = None, cid: str = ""
+) -> CallRecord:
+    return CallRecord(
+        id=cid or f"c-{name}",
+        name=name,
+        arguments=arguments,
+        result=result,
+        is_error=kind is not None,
+        error_kind=kind,
+    )  # type: ignore[arg-type]
 
 
-def transcript(turns: list[list[CallRecord]], answer: str = "The sum is 41.", stop: str = "answered") -> Transcript:
+def transcript(
+    turns: list[list[CallRecord]], answer: str = "The sum is 41.", stop: str = "answered"
+) -> Transcript:
     """One assistant message per turn (its calls in parallel), tool results, then the final answer."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": SUM_TASK["prompt"]}]
     for i, calls in enumerate(turns):
-        messages.append({"role": "assistant", "content": f"thinking {i}", "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-            for c in calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"thinking {i}",
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in calls
+                ],
+            }
+        )
         messages += [{"role": "tool", "tool_call_id": c.id, "content": c.result} for c in calls]
     if stop == "answered":
         messages.append({"role": "assistant", "content": answer})
-    return Transcript(agent="litellm", model="m", messages=messages, calls=[c for t in turns for c in t],
-                      final_answer=answer, stop_reason=stop,  # type: ignore[arg-type]
-                      turns=len(turns) + 1, tools=TOOLS)
+    return Transcript(
+        agent="litellm",
+        model="m",
+        messages=messages,
+        calls=[c for t in turns for c in t],
+        final_answer=answer,
+        stop_reason=stop,  # type: ignore[arg-type]
+        turns=len(turns) + 1,
+        tools=TOOLS,
+    )
 
 
-def result(trace: Transcript, model: str = "m", task_id: str = "sum-numbers", coverage: float = 0.0,
-           status: str = "scored", repeat: int = 0) -> TaskResult:
+def result(
+    trace: Transcript,
+    model: str = "m",
+    task_id: str = "sum-numbers",
+    coverage: float = 0.0,
+    status: str = "scored",
+    repeat: int = 0,
+) -> TaskResult:
     label = "fulfilled" if coverage == 1.0 else "partially_fulfilled" if coverage == 0.5 else "not_fulfilled"
     reason = "the response says 41, not 42"
     claims = [ClaimVerdict.labelled(SUM_TASK["claims"][0], label, reason)]  # type: ignore[arg-type]
-    return TaskResult(task_id=task_id, model=model, repeat=repeat, status=status,  # type: ignore[arg-type]
-                      coverage=coverage if status == "scored" else None,
-                      passed=coverage >= 0.75 if status == "scored" else None, claims=claims,
-                      stop_reason=trace.stop_reason, task=Task.model_validate({**SUM_TASK, "id": task_id}),
-                      transcript=trace)
+    return TaskResult(
+        task_id=task_id,
+        model=model,
+        repeat=repeat,
+        status=status,  # type: ignore[arg-type]
+        coverage=coverage if status == "scored" else None,
+        passed=coverage >= 0.75 if status == "scored" else None,
+        claims=claims,
+        stop_reason=trace.stop_reason,
+        task=Task.model_validate({**SUM_TASK, "id": task_id}),
+        transcript=trace,
+    )
 
 
 NO_CALLS = transcript([])
-REPEATED = transcript([[call(READ, {"path": "/data/nope.txt", "encoding": "utf-8"}, "ENOENT", "tool_error", "r1")],
-                       [call(READ, {"encoding": "utf-8", "path": "/data/nope.txt"}, "ENOENT", "tool_error", "r2")],
-                       [call(READ, {"path": "/data/nope.txt", "encoding": "utf-8"}, "ENOENT", "tool_error", "r3")],
-                       [call(READ, {"path": "/data/other.txt"}, "ENOENT", "tool_error", "r4")]])
-UNAVAILABLE = transcript([[call("filesystem_write_file", {"path": "/data/x"}, "Error: not available",
-                                "not_available")]])
-OK_CALLS = transcript([[call(READ, {"path": "/data/numbers.txt"})], [call(CALC, {"expression": "12+29"}, "41")]])
+REPEATED = transcript(
+    [
+        [call(READ, {"path": "/data/nope.txt", "encoding": "utf-8"}, "ENOENT", "tool_error", "r1")],
+        [call(READ, {"encoding": "utf-8", "path": "/data/nope.txt"}, "ENOENT", "tool_error", "r2")],
+        [call(READ, {"path": "/data/nope.txt", "encoding": "utf-8"}, "ENOENT", "tool_error", "r3")],
+        [call(READ, {"path": "/data/other.txt"}, "ENOENT", "tool_error", "r4")],
+    ]
+)
+UNAVAILABLE = transcript(
+    [[call("filesystem_write_file", {"path": "/data/x"}, "Error: not available", "not_available")]]
+)
+OK_CALLS = transcript(
+    [[call(READ, {"path": "/data/numbers.txt"})], [call(CALC, {"expression": "12+29"}, "41")]]
+)
 
 
 # --- taxonomy -----------------------------------------------------------------------------------
@@ -82,11 +141,21 @@ OK_CALLS = transcript([[call(READ, {"path": "/data/numbers.txt"})], [call(CALC, 
 
 def test_taxonomy_has_exactly_11_modes_4_tool_call_and_7_cognitive() -> None:
     assert len(taxonomy.MODES) == 11 and len(set(taxonomy.MODE_IDS)) == 11
-    assert [m.id for m in taxonomy.modes_of("tool_call")] == ["malformed_call", "wrong_tool", "no_tool_use",
-                                                                "err_recovery"]
+    assert [m.id for m in taxonomy.modes_of("tool_call")] == [
+        "malformed_call",
+        "wrong_tool",
+        "no_tool_use",
+        "err_recovery",
+    ]
     assert [m.id for m in taxonomy.modes_of("cognitive")] == [
-        "task_misunderstanding", "faulty_synthesis", "response_misparsing", "early_termination",
-        "hallucinated_fact", "logical_error", "constraint_violation"]
+        "task_misunderstanding",
+        "faulty_synthesis",
+        "response_misparsing",
+        "early_termination",
+        "hallucinated_fact",
+        "logical_error",
+        "constraint_violation",
+    ]
     text = taxonomy.definitions_text()
     assert all(f"- {m.id}: {m.description}" in text for m in taxonomy.MODES)
     assert taxonomy.UNCLASSIFIED not in taxonomy.MODE_IDS
@@ -114,16 +183,22 @@ def test_same_failing_call_repeated_is_an_error_recovery_candidate() -> None:
     assert "argument_error" not in signals  # ENOENT is not a schema problem
     assert strongest_mode(list(signals.values())) == "err_recovery"
     # successful identical calls, or a call that failed once, are not a repeat
-    assert not any(s.name == "repeated_failing_call" for s in detect(transcript([[call(READ, {"path": "a"})]] * 2)))
+    assert not any(
+        s.name == "repeated_failing_call" for s in detect(transcript([[call(READ, {"path": "a"})]] * 2))
+    )
 
 
 def test_unavailable_tools_and_argument_errors() -> None:
     (wrong,) = detect(UNAVAILABLE)
     assert (wrong.name, wrong.mode, wrong.calls) == ("unavailable_tool", "wrong_tool", [1])
-    trace = transcript([[call(READ, "not json", "Error: must be a JSON object", "invalid_arguments", "a")],
-                        [call(READ, {"file": "/data/x"}, "boom", "tool_error", "b")],  # violates the schema
-                        [call(CALC, {"expr": "1"}, "MCP error -32602: Invalid params", "tool_error", "c")],
-                        [call(CALC, {"expression": "1/0"}, "division by zero", "tool_error", "d")]])
+    trace = transcript(
+        [
+            [call(READ, "not json", "Error: must be a JSON object", "invalid_arguments", "a")],
+            [call(READ, {"file": "/data/x"}, "boom", "tool_error", "b")],  # violates the schema
+            [call(CALC, {"expr": "1"}, "MCP error -32602: Invalid params", "tool_error", "c")],
+            [call(CALC, {"expression": "1/0"}, "division by zero", "tool_error", "d")],
+        ]
+    )
     (malformed,) = [s for s in detect(trace) if s.name == "argument_error"]
     assert malformed.mode == "malformed_call" and malformed.calls == [1, 2, 3]
     assert "'path' is a required property" in malformed.evidence
@@ -141,8 +216,10 @@ async def test_budget_exhaustion_is_never_early_termination(stop: str) -> None:
     reply = '{"primary_mode": "early_termination", "failures": [], "confidence": 0.9, "summary": "stopped"}'
     with pytest.raises(JudgeOutputError, match="early_termination are ruled out"):
         parse_diagnosis(reply, signals)
-    secondary = ('{"primary_mode": "err_recovery", "failures": [{"mode": "early_termination", '
-                 '"is_root_cause": false, "evidence": "x"}], "confidence": 0.5, "summary": "s"}')
+    secondary = (
+        '{"primary_mode": "err_recovery", "failures": [{"mode": "early_termination", '
+        '"is_root_cause": false, "evidence": "x"}], "confidence": 0.5, "summary": "s"}'
+    )
     with pytest.raises(JudgeOutputError, match="ruled out"):
         parse_diagnosis(secondary, signals)
     assert parse_diagnosis(reply, [])[0].primary_mode == "early_termination"  # fine without a budget stop
@@ -150,8 +227,12 @@ async def test_budget_exhaustion_is_never_early_termination(stop: str) -> None:
 
 def test_enriched_trace_matches_calls_to_turns_with_status_and_short_output() -> None:
     long_output = "row " * 500
-    trace = transcript([[call(READ, {"path": "/a"}, long_output, cid="x"), call(CALC, {"expression": "1"}, "1")],
-                        [call(READ, {"path": "/a"}, "ENOENT", "tool_error", cid="x")]])  # the id is reused
+    trace = transcript(
+        [
+            [call(READ, {"path": "/a"}, long_output, cid="x"), call(CALC, {"expression": "1"}, "1")],
+            [call(READ, {"path": "/a"}, "ENOENT", "tool_error", cid="x")],
+        ]
+    )  # the id is reused
     turns = enriched_trace(trace, output_chars=50)
     assert [len(t.calls) for t in turns] == [2, 1] and turns[0].parallel and not turns[1].parallel
     assert [c.number for t in turns for c in t.calls] == [1, 2, 3]
@@ -159,16 +240,26 @@ def test_enriched_trace_matches_calls_to_turns_with_status_and_short_output() ->
     assert turns[0].calls[0].summary.endswith("[1999 chars]") and len(turns[0].calls[0].summary) < 80
     text = format_trace(turns, trace.final_answer, trace.stop_reason)
     assert "Turn 1 (2 parallel calls):" in text and "status: ERROR (tool_error)" in text
-    assert 'call #3: filesystem_read_text_file({"path": "/a"})' in text and "Final answer: The sum is 41." in text
+    assert (
+        'call #3: filesystem_read_text_file({"path": "/a"})' in text
+        and "Final answer: The sum is 41." in text
+    )
 
 
 # --- the LLM diagnoser ----------------------------------------------------------------------------
 
 
 def judge_reply(primary: str, failures: list[tuple[str, bool]] | None = None, **extra: Any) -> str:
-    body = {"primary_mode": primary, "confidence": 0.85, "summary": "Turn 2 added the wrong numbers.",
-            "failures": [{"mode": m, "is_root_cause": root, "evidence": f"about {m}"}
-                         for m, root in (failures or [(primary, True)])], **extra}
+    body = {
+        "primary_mode": primary,
+        "confidence": 0.85,
+        "summary": "Turn 2 added the wrong numbers.",
+        "failures": [
+            {"mode": m, "is_root_cause": root, "evidence": f"about {m}"}
+            for m, root in (failures or [(primary, True)])
+        ],
+        **extra,
+    }
     return "```json\n" + json.dumps(body) + "\n```"
 
 
@@ -187,20 +278,34 @@ async def diagnose(provider: ScriptedProvider, record: TaskResult) -> Diagnosis:
 
 
 async def test_llm_diagnosis_valid_reply() -> None:
-    with scripted(judge_reply("faulty_synthesis", [("faulty_synthesis", True), ("hallucinated_fact", False)])) as p:
+    with scripted(
+        judge_reply("faulty_synthesis", [("faulty_synthesis", True), ("hallucinated_fact", False)])
+    ) as p:
         diagnosis = await diagnose(p, result(OK_CALLS))
     assert diagnosis.status == "diagnosed" and diagnosis.attempts == 1 and diagnosis.error is None
-    assert (diagnosis.primary_mode, diagnosis.family, diagnosis.confidence) == ("faulty_synthesis", "cognitive", 0.85)
-    assert [(f.mode, f.root_cause) for f in diagnosis.failures] == [("faulty_synthesis", True),
-                                                                    ("hallucinated_fact", False)]
+    assert (diagnosis.primary_mode, diagnosis.family, diagnosis.confidence) == (
+        "faulty_synthesis",
+        "cognitive",
+        0.85,
+    )
+    assert [(f.mode, f.root_cause) for f in diagnosis.failures] == [
+        ("faulty_synthesis", True),
+        ("hallucinated_fact", False),
+    ]
     assert diagnosis.summary == "Turn 2 added the wrong numbers." and diagnosis.forced is None
     assert diagnosis.judge.model == "openai/diag" and len(diagnosis.judge.prompt_sha256 or "") == 64
     (request,) = p.requests
     prompt = request["messages"][0]["content"]
-    for expected in ("Task ID: sum-numbers", "Coverage Score Achieved: 0.00%", "1. The sum of the numbers is 42",
-                     "scorer reason: the response says 41, not 42", 'call #2: calculator_calculate({"expression": '
-                     '"12+29"})', "Reference answer: The sum of the numbers is 42.", "- err_recovery: A tool returned",
-                     "MODEL'S FINAL TEXT RESPONSE (this is what was scored against the claims):\nThe sum is 41."):
+    for expected in (
+        "Task ID: sum-numbers",
+        "Coverage Score Achieved: 0.00%",
+        "1. The sum of the numbers is 42",
+        "scorer reason: the response says 41, not 42",
+        'call #2: calculator_calculate({"expression": "12+29"})',
+        "Reference answer: The sum of the numbers is 42.",
+        "- err_recovery: A tool returned",
+        "MODEL'S FINAL TEXT RESPONSE (this is what was scored against the claims):\nThe sum is 41.",
+    ):
         assert expected in prompt, expected
     assert request["response_format"] == {"type": "json_object"}
 
@@ -212,7 +317,9 @@ async def test_llm_garbage_is_retried_then_a_failed_diagnosis_counted_in_aggrega
     assert diagnosis.attempts == 4 and len(p.requests) == 4
     assert diagnosis.error and "unusable after 4 attempts: no JSON object" in diagnosis.error
     retry = p.requests[1]["messages"]  # the reason is fed back, the original prompt kept
-    assert [m["role"] for m in retry] == ["user", "assistant", "user"] and "no JSON object" in retry[2]["content"]
+    assert [m["role"] for m in retry] == ["user", "assistant", "user"] and "no JSON object" in retry[2][
+        "content"
+    ]
     report = aggregate([diagnosis.key], {diagnosis.key: diagnosis})
     (row,) = report.models
     assert (row.failing, row.diagnosed, row.failed, row.undiagnosed, row.shares) == (1, 0, 1, 0, {})
@@ -235,15 +342,24 @@ async def test_certain_no_tool_use_forces_the_primary_mode() -> None:
     with scripted(reply) as p:
         diagnosis = await diagnose(p, result(NO_CALLS))
     assert (diagnosis.primary_mode, diagnosis.family) == ("no_tool_use", "tool_call")
-    assert [(f.mode, f.root_cause) for f in diagnosis.failures] == [("no_tool_use", True),
-                                                                    ("hallucinated_fact", False)]
-    assert diagnosis.forced and "judge said hallucinated_fact" in diagnosis.forced and "wrong_tool" in diagnosis.forced
+    assert [(f.mode, f.root_cause) for f in diagnosis.failures] == [
+        ("no_tool_use", True),
+        ("hallucinated_fact", False),
+    ]
+    assert (
+        diagnosis.forced
+        and "judge said hallucinated_fact" in diagnosis.forced
+        and "wrong_tool" in diagnosis.forced
+    )
     assert "no_tool_calls: the agent made no tool call at all" in p.requests[0]["messages"][0]["content"]
 
 
 async def test_budget_stop_rejects_early_termination_then_accepts_a_valid_mode() -> None:
-    trace = transcript([[call(READ, {"path": "/data/nope.txt"}, "ENOENT", "tool_error", "r")]] * 3, answer="",
-                       stop="max_tool_calls")
+    trace = transcript(
+        [[call(READ, {"path": "/data/nope.txt"}, "ENOENT", "tool_error", "r")]] * 3,
+        answer="",
+        stop="max_tool_calls",
+    )
     with scripted(judge_reply("early_termination"), judge_reply("err_recovery")) as p:
         diagnosis = await diagnose(p, result(trace))
     assert (diagnosis.status, diagnosis.primary_mode, diagnosis.attempts) == ("diagnosed", "err_recovery", 2)
@@ -263,16 +379,24 @@ def made(model: str, task: str, mode: str | None) -> Diagnosis:
 
 
 def test_aggregate_shares_like_tables_3_and_4() -> None:
-    modes = {("a", "t1"): "no_tool_use", ("a", "t2"): "no_tool_use", ("a", "t3"): "early_termination",
-             ("a", "t4"): "faulty_synthesis", ("a", "t5"): "malformed_call", ("a", "t6"): None,
-             ("b", "t1"): "early_termination"}
+    modes = {
+        ("a", "t1"): "no_tool_use",
+        ("a", "t2"): "no_tool_use",
+        ("a", "t3"): "early_termination",
+        ("a", "t4"): "faulty_synthesis",
+        ("a", "t5"): "malformed_call",
+        ("a", "t6"): None,
+        ("b", "t1"): "early_termination",
+    }
     diagnoses = {(m, t, 0): made(m, t, mode) for (m, t), mode in modes.items()}
     diagnoses[("a", "stale", 0)] = made("a", "stale", "wrong_tool")  # no longer failing: ignored
     failing = [*[k for k in diagnoses if k[1] != "stale"], ("a", "t7", 0)]  # t7 has no diagnosis yet
     report = aggregate(failing, diagnoses)
     a, b = report.models
     assert (a.failing, a.diagnosed, a.failed, a.undiagnosed) == (7, 5, 1, 1)
-    assert a.shares["no_tool_use"] == pytest.approx(2 / 5) and a.shares["malformed_call"] == pytest.approx(1 / 5)
+    assert a.shares["no_tool_use"] == pytest.approx(2 / 5) and a.shares["malformed_call"] == pytest.approx(
+        1 / 5
+    )
     assert a.shares["wrong_tool"] == 0 and sum(a.shares.values()) == pytest.approx(1)
     assert a.family_shares == pytest.approx({"tool_call": 3 / 5, "cognitive": 2 / 5})
     assert a.top_modes == ["no_tool_use", "malformed_call", "faulty_synthesis"]  # ties in taxonomy order
@@ -288,17 +412,23 @@ def test_aggregate_shares_like_tables_3_and_4() -> None:
 
 
 def atlas(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "atlasrun.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "atlasrun.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def build_results(root: Path) -> Path:
     results = ResultsDir(root)
-    for record in (result(NO_CALLS, "alpha", "t1"), result(REPEATED, "alpha", "t2"),
-                   result(UNAVAILABLE, "alpha", "t3", coverage=0.5),
-                   result(OK_CALLS, "alpha", "t4", coverage=0.5),  # no signal: unclassified
-                   result(OK_CALLS, "alpha", "t5", coverage=1.0),  # passed: not diagnosed
-                   result(NO_CALLS, "alpha", "t6", status="error"),  # not scored: not diagnosed
-                   result(NO_CALLS, "beta", "t1"), result(NO_CALLS, "beta", "t1", repeat=1)):
+    for record in (
+        result(NO_CALLS, "alpha", "t1"),
+        result(REPEATED, "alpha", "t2"),
+        result(UNAVAILABLE, "alpha", "t3", coverage=0.5),
+        result(OK_CALLS, "alpha", "t4", coverage=0.5),  # no signal: unclassified
+        result(OK_CALLS, "alpha", "t5", coverage=1.0),  # passed: not diagnosed
+        result(NO_CALLS, "alpha", "t6", status="error"),  # not scored: not diagnosed
+        result(NO_CALLS, "beta", "t1"),
+        result(NO_CALLS, "beta", "t1", repeat=1),
+    ):
         results.append(record)
     return root
 
@@ -309,11 +439,20 @@ def test_atlas_diagnose_deterministic_end_to_end_and_resume(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     lines = (out / "diagnoses.jsonl").read_text().splitlines()
     diagnoses = {(d.model, d.task_id, d.repeat): d for d in map(Diagnosis.model_validate_json, lines)}
-    assert set(diagnoses) == {("alpha", "t1", 0), ("alpha", "t2", 0), ("alpha", "t3", 0), ("alpha", "t4", 0),
-                              ("beta", "t1", 0), ("beta", "t1", 1)}
+    assert set(diagnoses) == {
+        ("alpha", "t1", 0),
+        ("alpha", "t2", 0),
+        ("alpha", "t3", 0),
+        ("alpha", "t4", 0),
+        ("beta", "t1", 0),
+        ("beta", "t1", 1),
+    }
     assert {k: d.primary_mode for k, d in diagnoses.items() if k[0] == "alpha"} == {
-        ("alpha", "t1", 0): "no_tool_use", ("alpha", "t2", 0): "err_recovery", ("alpha", "t3", 0): "wrong_tool",
-        ("alpha", "t4", 0): "unclassified"}
+        ("alpha", "t1", 0): "no_tool_use",
+        ("alpha", "t2", 0): "err_recovery",
+        ("alpha", "t3", 0): "wrong_tool",
+        ("alpha", "t4", 0): "unclassified",
+    }
     summary = json.loads((out / "diagnosis_summary.json").read_text())
     alpha, beta = summary["models"]
     # alpha: 4 diagnosed; 3 tool-call modes at 1/4 each, one unclassified -> Tool% 75, Cog% 0
@@ -325,7 +464,9 @@ def test_atlas_diagnose_deterministic_end_to_end_and_resume(tmp_path: Path) -> N
     assert "6 failing task(s) below coverage 0.75: 6 diagnosed now" in proc.stderr
 
     again = atlas("diagnose", str(out))
-    assert again.returncode == 0 and "0 diagnosed now, 0 failed diagnosis, 6 already diagnosed" in again.stderr
+    assert (
+        again.returncode == 0 and "0 diagnosed now, 0 failed diagnosis, 6 already diagnosed" in again.stderr
+    )
     assert (out / "diagnoses.jsonl").read_text().splitlines() == lines
     forced = atlas("diagnose", str(out), "--force", "--threshold", "0.4")  # t3 and t4 (0.5) now pass
     assert "4 failing task(s) below coverage 0.4: 4 diagnosed now" in forced.stderr
@@ -336,8 +477,9 @@ def test_atlas_diagnose_deterministic_end_to_end_and_resume(tmp_path: Path) -> N
 def test_atlas_diagnose_with_an_llm_judge_resumes_failed_diagnoses(tmp_path: Path) -> None:
     out = build_results(tmp_path / "out")
     with scripted("not json") as bad:
-        proc = atlas("diagnose", str(out), "--judge", "openai/diag", "--judge-api-base", bad.api_base,
-                     "--retries", "0")
+        proc = atlas(
+            "diagnose", str(out), "--judge", "openai/diag", "--judge-api-base", bad.api_base, "--retries", "0"
+        )
     assert proc.returncode == 0, proc.stderr
     assert "0 diagnosed now, 6 failed diagnosis" in proc.stderr and len(bad.requests) == 6
     assert all(d.status == "failed" for d in DiagnosesLog(out).load().values())
@@ -346,7 +488,10 @@ def test_atlas_diagnose_with_an_llm_judge_resumes_failed_diagnoses(tmp_path: Pat
     assert "6 diagnosed now" in proc.stderr, proc.stderr
     loaded = DiagnosesLog(out).load()
     # the three no-call transcripts are forced to no_tool_use; the judge's answer stands for the others
-    assert sorted(d.primary_mode or "" for d in loaded.values()) == ["faulty_synthesis"] * 3 + ["no_tool_use"] * 3
+    assert (
+        sorted(d.primary_mode or "" for d in loaded.values())
+        == ["faulty_synthesis"] * 3 + ["no_tool_use"] * 3
+    )
     assert all(d.judge.name == "openai/diag" and d.judge.kind == "llm" for d in loaded.values())
     assert "diagnosed by: openai/diag" in proc.stdout
 

@@ -25,13 +25,14 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
 from atlasrun.cluster.images import is_pinned
 from atlasrun.cluster.manifests import UID
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
 from atlasrun.servers.instance import free_port
-from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import canonicalize_name, parse_wheel_filename
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "images"
@@ -48,6 +49,7 @@ def _load(name: str) -> ModuleType:
 
 
 import tools  # noqa: E402 - tests/tools.py: pinned tool venvs
+
 context = _load("context")
 
 
@@ -110,17 +112,26 @@ def hadolint() -> Path:
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
-def test_hadolint_reports_nothing_at_or_above_warning(hadolint: Path, dockerfile: Path, tmp_path: Path) -> None:
+def test_hadolint_reports_nothing_at_or_above_warning(
+    hadolint: Path, dockerfile: Path, tmp_path: Path
+) -> None:
     # tmp_path as cwd and an empty config: no stray .hadolint.yaml relaxes the rules.
     config = tmp_path / "hadolint.yaml"
     config.write_text("{}\n")
-    proc = subprocess.run([str(hadolint), "--config", str(config), "--format", "json", "--no-fail", str(dockerfile)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [str(hadolint), "--config", str(config), "--format", "json", "--no-fail", str(dockerfile)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     findings = json.loads(proc.stdout or "[]")
     serious = [f for f in findings if f["level"] in ("error", "warning")]
-    assert not serious, "\n".join(f"{dockerfile.name}:{f['line']} {f['code']} {f['level']}: {f['message']}"
-                                  for f in serious)
+    assert not serious, "\n".join(
+        f"{dockerfile.name}:{f['line']} {f['code']} {f['level']}: {f['message']}" for f in serious
+    )
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
@@ -138,7 +149,9 @@ def test_every_hadolint_ignore_is_justified(dockerfile: Path) -> None:
             j -= 1
         text = " ".join(comment)
         for rule in match[1].split(","):
-            assert rule in text and len(text) > 40, f"{dockerfile}:{i + 1}: ignore of {rule} without a justification"
+            assert rule in text and len(text) > 40, (
+                f"{dockerfile}:{i + 1}: ignore of {rule} without a justification"
+            )
     assert "global ignore" not in dockerfile.read_text().lower()
 
 
@@ -154,7 +167,9 @@ def test_every_from_is_pinned_by_digest(dockerfile: Path) -> None:
         if image not in names:
             assert "$" not in image, f"{dockerfile}: FROM {stage['image']} has an ARG without a default"
             assert is_pinned(image), f"{dockerfile}: FROM {stage['image']} -> {image} is not pinned by digest"
-            assert re.match(r"^[^@]+:[\w][\w.-]*@", image), f"{dockerfile}: {image} should keep its tag for readers"
+            assert re.match(r"^[^@]+:[\w][\w.-]*@", image), (
+                f"{dockerfile}: {image} should keep its tag for readers"
+            )
         if stage["name"]:
             names.add(stage["name"])
 
@@ -167,7 +182,9 @@ def test_dockerfile_base_defaults_match_the_base_lock() -> None:
         global_args, _ = stages(dockerfile)
         for key, value in global_args.items():
             if key in lock:
-                assert value == lock[key], f"{dockerfile}: ARG {key} default differs from images/base-digests.lock"
+                assert value == lock[key], (
+                    f"{dockerfile}: ARG {key} default differs from images/base-digests.lock"
+                )
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
@@ -177,7 +194,9 @@ def test_every_image_ends_with_a_non_root_user(dockerfile: Path) -> None:
     users = [rest for word, rest in final if word == "USER"]
     assert users, f"{dockerfile}: the final stage sets no USER"
     user, _, group = users[-1].partition(":")
-    assert user not in ("root", "0") and user.isdigit(), f"{dockerfile}: USER {users[-1]} (numeric, non-root expected)"
+    assert user not in ("root", "0") and user.isdigit(), (
+        f"{dockerfile}: USER {users[-1]} (numeric, non-root expected)"
+    )
     # The pods run as UID/GID 65532 (manifests.UID); the image's own default matches.
     assert int(user) == UID and (not group or int(group) == UID)
     words = [w for w, _ in final]
@@ -195,7 +214,9 @@ def test_images_are_read_only_rootfs_friendly(dockerfile: Path) -> None:
     assert "PIP_NO_CACHE_DIR=1" in text
     for word, rest in (i for stage in found for i in stage["instructions"]):
         if word == "RUN" and "pip install" in rest:
-            assert "--no-index" in rest and "--find-links" in rest, f"{dockerfile}: pip must install from /wheels: {rest}"
+            assert "--no-index" in rest and "--find-links" in rest, (
+                f"{dockerfile}: pip must install from /wheels: {rest}"
+            )
         if word == "RUN" and "npm-cli.js install" in rest:
             assert "--offline" in rest
 
@@ -209,8 +230,14 @@ def test_runner_and_operator_commands_match_what_the_cluster_runs() -> None:
     runner = IMAGES / "runner" / "Dockerfile"
     assert exec_form(runner, "ENTRYPOINT") + exec_form(runner, "CMD") == ["atlas", "run-task"]
     assert exec_form(IMAGES / "operator" / "Dockerfile", "ENTRYPOINT") == [
-        "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator", "--all-namespaces",
-        "--liveness=http://0.0.0.0:8081/healthz"]
+        "kopf",
+        "run",
+        "--standalone",
+        "-m",
+        "atlasrun.cluster.operator",
+        "--all-namespaces",
+        "--liveness=http://0.0.0.0:8081/healthz",
+    ]
 
 
 # ---------------------------------------------------------------- build script and lock files
@@ -227,13 +254,20 @@ def test_targets_cover_every_stdio_server_of_the_catalog() -> None:
     names = [s.name for s in load_catalog().servers if s.transport == "stdio" and s.package]
     assert context.targets() == ["runner", "operator", *[f"mcp-{n}" for n in names]]
     time_args = context.server_build_args("time")
-    assert time_args["SERVER_MANAGER"] == "pip" and json.loads(time_args["SERVER_ARGS"]) == ["--local-timezone", "UTC"]
+    assert time_args["SERVER_MANAGER"] == "pip" and json.loads(time_args["SERVER_ARGS"]) == [
+        "--local-timezone",
+        "UTC",
+    ]
     fs_args = context.server_build_args("filesystem")
     assert (fs_args["SERVER_MANAGER"], fs_args["SERVER_BIN"]) == ("npm", "mcp-server-filesystem")
     assert json.loads(fs_args["SERVER_ARGS"]) == ["{data_dir}"]
     assert context.server_build_args("git")["SERVER_APT_PACKAGES"] == "git"
     calc = context.server_build_args("calculator")
-    assert (calc["SERVER_BIN"], calc["SERVER_EXTRA"], calc["MCP_PROXY_EXTRA"]) == ("mcp-server-calculator", "mcp<2", "mcp<2")
+    assert (calc["SERVER_BIN"], calc["SERVER_EXTRA"], calc["MCP_PROXY_EXTRA"]) == (
+        "mcp-server-calculator",
+        "mcp<2",
+        "mcp<2",
+    )
 
 
 def test_images_lock_entries_are_pinned_known_targets() -> None:
@@ -252,7 +286,8 @@ def test_lock_feeds_the_chart_values_and_the_catalog(tmp_path: Path) -> None:
         context.lock_set(name, f"ghcr.io/atlasrun/{name}@{digest}", {"published": "test"}, path=lock)
     assert context.helm_values(lock) == {
         "image": {"repository": "ghcr.io/atlasrun/operator", "digest": digest},
-        "runnerImage": {"repository": "ghcr.io/atlasrun/runner", "digest": digest}}
+        "runnerImage": {"repository": "ghcr.io/atlasrun/runner", "digest": digest},
+    }
     assert context.catalog_images(lock) == {"calculator": f"ghcr.io/atlasrun/mcp-calculator@{digest}"}
     assert list(context.read_lock(lock)["images"]) == ["mcp-calculator", "operator", "runner"]
 
@@ -260,15 +295,23 @@ def test_lock_feeds_the_chart_values_and_the_catalog(tmp_path: Path) -> None:
 def _image_tags() -> set[Tag]:
     platforms = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)]
     platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
-    return {*cpython_tags((3, 11), abis=["cp311"], platforms=platforms),
-            *compatible_tags((3, 11), "cp311", platforms=platforms)}
+    return {
+        *cpython_tags((3, 11), abis=["cp311"], platforms=platforms),
+        *compatible_tags((3, 11), "cp311", platforms=platforms),
+    }
 
 
 def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path: Path) -> None:
     ctx = tmp_path / "ctx"
     started = time.monotonic()
-    proc = subprocess.run(["bash", str(BUILD_SH), "context", "runner", str(ctx)], capture_output=True, text=True,
-                          timeout=600, check=False, env={**os.environ, "PYTHON": sys.executable})
+    proc = subprocess.run(
+        ["bash", str(BUILD_SH), "context", "runner", str(ctx)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-4000:]
     wheels = sorted((ctx / "wheels").iterdir())
@@ -286,13 +329,35 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
     platform_args = context.platform_args("x86_64")
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     resolve = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--no-index",
-         "--find-links", str(ctx / "wheels"), "--target", str(tmp_path / "target"), *platform_args,
-         "--report", str(report), f"atlasrun[cluster]=={version}"],
-        capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PIP_FIND_LINKS": ""})
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--no-index",
+            "--find-links",
+            str(ctx / "wheels"),
+            "--target",
+            str(tmp_path / "target"),
+            *platform_args,
+            "--report",
+            str(report),
+            f"atlasrun[cluster]=={version}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PIP_FIND_LINKS": ""},
+    )
     assert resolve.returncode == 0, resolve.stderr[-4000:]
-    installed: dict[str, str] = {str(canonicalize_name(item["metadata"]["name"])): item["metadata"]["version"]
-                                 for item in json.loads(report.read_text())["install"]}
+    installed: dict[str, str] = {
+        str(canonicalize_name(item["metadata"]["name"])): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     exact = [r for r in [*project["dependencies"], *project["optional-dependencies"]["cluster"]] if "==" in r]
     pins = {str(canonicalize_name(r.split("==")[0])): r.split("==")[1] for r in exact}  # pyproject's pins
@@ -303,8 +368,6 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
 
 
 # ---------------------------------------------------------------- the sidecar entrypoint
-
-
 
 
 def _rpc(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
@@ -324,26 +387,45 @@ def _server(name: str) -> Path:
 
 
 @pytest.mark.servers
-@pytest.mark.parametrize(("server", "tool", "arguments", "expect"), [
-    ("calculator", "calculate", {"expression": "2+3*7"}, "23"),
-    ("time", "get_current_time", {"timezone": "UTC"}, "UTC"),
-])
-def test_sidecar_serves_the_server_over_streamable_http(tmp_path: Path, server: str, tool: str,
-                                                        arguments: dict[str, Any], expect: str) -> None:
+@pytest.mark.parametrize(
+    ("server", "tool", "arguments", "expect"),
+    [
+        ("calculator", "calculate", {"expression": "2+3*7"}, "23"),
+        ("time", "get_current_time", {"timezone": "UTC"}, "UTC"),
+    ],
+)
+def test_sidecar_serves_the_server_over_streamable_http(
+    tmp_path: Path, server: str, tool: str, arguments: dict[str, Any], expect: str
+) -> None:
     """images/mcp-server/sidecar.py with the real mcp-proxy (0.0.0.0:$ATLAS_SERVER_PORT, /mcp), the
     catalog's args (``--local-timezone UTC`` must reach the server, not mcp-proxy) and cwd."""
     proxy = _server("calculator-http") / "bin" / "mcp-proxy"
     build = context.server_build_args(server)
-    spec = {"command": str(_server(server) / "bin" / build["SERVER_BIN"]), "args": json.loads(build["SERVER_ARGS"]),
-            "cwd": build["SERVER_CWD"]}
+    spec = {
+        "command": str(_server(server) / "bin" / build["SERVER_BIN"]),
+        "args": json.loads(build["SERVER_ARGS"]),
+        "cwd": build["SERVER_CWD"],
+    }
     (tmp_path / "server.json").write_text(json.dumps(spec))
     data = tmp_path / "data"
     data.mkdir()
     port = free_port()
-    env = {**os.environ, "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"), "ATLAS_MCP_PROXY": str(proxy),
-           "ATLAS_SERVER_PORT": str(port), "ATLAS_DATA_DIR": str(data), "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, str(IMAGES / "mcp-server" / "sidecar.py")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {
+        **os.environ,
+        "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"),
+        "ATLAS_MCP_PROXY": str(proxy),
+        "ATLAS_SERVER_PORT": str(port),
+        "ATLAS_DATA_DIR": str(data),
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, str(IMAGES / "mcp-server" / "sidecar.py")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     try:
@@ -351,10 +433,20 @@ def test_sidecar_serves_the_server_over_streamable_http(tmp_path: Path, server: 
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    response = client.post(url, headers=headers, json={
-                        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                   "clientInfo": {"name": "test-images", "version": "0"}}})
+                    response = client.post(
+                        url,
+                        headers=headers,
+                        json={
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "initialize",
+                            "params": {
+                                "protocolVersion": "2025-06-18",
+                                "capabilities": {},
+                                "clientInfo": {"name": "test-images", "version": "0"},
+                            },
+                        },
+                    )
                     break
                 except httpx.TransportError:
                     assert proc.poll() is None, proc.communicate()[0]
@@ -365,8 +457,17 @@ def test_sidecar_serves_the_server_over_streamable_http(tmp_path: Path, server: 
             _rpc(client, url, session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
             listed = _rpc(client, url, session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
             assert tool in [t["name"] for t in listed["result"]["tools"]]
-            called = _rpc(client, url, session, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                                                 "params": {"name": tool, "arguments": arguments}})
+            called = _rpc(
+                client,
+                url,
+                session,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments},
+                },
+            )
             assert not called["result"].get("isError"), called
             assert expect in json.dumps(called["result"]["content"])
     finally:
@@ -380,19 +481,36 @@ def test_sidecar_serves_the_server_over_streamable_http(tmp_path: Path, server: 
 
 def test_sidecar_rejects_a_bad_port_and_a_missing_data_dir(tmp_path: Path) -> None:
     (tmp_path / "server.json").write_text(json.dumps({"command": "/bin/true", "args": []}))
-    base = {**os.environ, "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"), "ATLAS_MCP_PROXY": "/bin/false"}
+    base = {
+        **os.environ,
+        "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"),
+        "ATLAS_MCP_PROXY": "/bin/false",
+    }
     sidecar = [sys.executable, str(IMAGES / "mcp-server" / "sidecar.py")]
-    bad_port = subprocess.run(sidecar, env={**base, "ATLAS_SERVER_PORT": "http"}, capture_output=True, text=True,
-                              check=False)
+    bad_port = subprocess.run(
+        sidecar, env={**base, "ATLAS_SERVER_PORT": "http"}, capture_output=True, text=True, check=False
+    )
     assert bad_port.returncode == 2 and "ATLAS_SERVER_PORT" in bad_port.stderr
-    no_data = subprocess.run(sidecar, env={**base, "ATLAS_SERVER_PORT": "8000",
-                                           "ATLAS_DATA_DIR": str(tmp_path / "missing")},
-                             capture_output=True, text=True, check=False)
+    no_data = subprocess.run(
+        sidecar,
+        env={**base, "ATLAS_SERVER_PORT": "8000", "ATLAS_DATA_DIR": str(tmp_path / "missing")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert no_data.returncode == 2 and "working directory" in no_data.stderr
 
 
 def test_readme_documents_every_build_knob() -> None:
     readme = (IMAGES / "README.md").read_text()
-    for word in ("BASE_ROOTFS", "base-digests.lock", "images.lock", "buildah", "hadolint", "PUSH", "refresh-bases"):
+    for word in (
+        "BASE_ROOTFS",
+        "base-digests.lock",
+        "images.lock",
+        "buildah",
+        "hadolint",
+        "PUSH",
+        "refresh-bases",
+    ):
         assert word in readme, word
     assert yaml.safe_load((IMAGES / "images.lock").read_text()) is not None

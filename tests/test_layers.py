@@ -14,7 +14,7 @@ LAYERS = [
     {"errors", "naming"},
     {"tasks", "provider"},
     {"servers"},
-    {"spec"},
+    {"runspec"},
     {"agent"},
     {"judge"},
     {"scoring"},
@@ -31,7 +31,9 @@ def imported_subpackages(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         modules: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module:
-            modules = [node.module] if node.module != "atlasrun" else [f"atlasrun.{a.name}" for a in node.names]
+            modules = (
+                [node.module] if node.module != "atlasrun" else [f"atlasrun.{a.name}" for a in node.names]
+            )
         elif isinstance(node, ast.Import):
             modules = [a.name for a in node.names]
         found |= {m.split(".")[1] for m in modules if m.startswith("atlasrun.")}
@@ -39,8 +41,11 @@ def imported_subpackages(path: Path) -> set[str]:
 
 
 def test_every_subpackage_has_a_layer() -> None:
-    names = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
-             if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
+    names = {
+        p.stem if p.is_file() else p.name
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
+    }
     assert names <= set(LEVEL), f"place these in LAYERS: {sorted(names - set(LEVEL))}"
 
 

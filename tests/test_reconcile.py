@@ -5,20 +5,32 @@ from __future__ import annotations
 import json
 
 from atlasrun.cluster.reconcile import JobState, decide, parse_summary, work_items
-from atlasrun.spec.run import RunSpecBody
+from atlasrun.runspec.run import RunSpecBody
 from atlasrun.tasks.model import RefCall, RefTurn, Task
 
 
 def body(**cluster: object) -> RunSpecBody:
-    return RunSpecBody.model_validate({
-        "tasks": {"configMap": "tasks"}, "parallelism": 4,
-        "models": [{"name": "a", "maxConcurrency": 3}, {"name": "b", "maxConcurrency": 1}],
-        "cluster": cluster})
+    return RunSpecBody.model_validate(
+        {
+            "tasks": {"configMap": "tasks"},
+            "parallelism": 4,
+            "models": [{"name": "a", "maxConcurrency": 3}, {"name": "b", "maxConcurrency": 1}],
+            "cluster": cluster,
+        }
+    )
 
 
 def tasks(n: int) -> list[Task]:
-    return [Task(id=f"t{i}", prompt="p", enabled_tools=["calculator_calculate"], claims=["c"],
-                 reference_trajectory=[RefTurn(calls=[RefCall(name="calculator_calculate")])]) for i in range(n)]
+    return [
+        Task(
+            id=f"t{i}",
+            prompt="p",
+            enabled_tools=["calculator_calculate"],
+            claims=["c"],
+            reference_trajectory=[RefTurn(calls=[RefCall(name="calculator_calculate")])],
+        )
+        for i in range(n)
+    ]
 
 
 def summary(status: str = "scored", passed: bool = True, coverage: float = 1.0) -> dict[str, object]:
@@ -42,7 +54,10 @@ def test_restart_never_duplicates_and_records_finished_jobs() -> None:
     again = decide("r", body(), tasks(6), {}, jobs, {})
     created_again = {i.name for i in again.create}
     assert not created_again & {j.name for j in jobs}  # no Job is created twice
-    assert again.newly_recorded[done.name]["s"] == "scored" and again.newly_recorded[done.name]["m"] == done.model
+    assert (
+        again.newly_recorded[done.name]["s"] == "scored"
+        and again.newly_recorded[done.name]["m"] == done.model
+    )
     assert len(again.create) == 1  # exactly one slot freed
     # the record survives the Job's TTL deletion: same decision without the Job
     later = decide("r", body(), tasks(6), {}, jobs[1:], again.results)
@@ -51,18 +66,26 @@ def test_restart_never_duplicates_and_records_finished_jobs() -> None:
 
 def test_failed_job_without_message_is_an_error_never_a_score() -> None:
     item = work_items("r", body(), tasks(1))[0]
-    failed = JobState(item.name, active=False, succeeded=False, failed=True, failure_reason="BackoffLimitExceeded")
+    failed = JobState(
+        item.name, active=False, succeeded=False, failed=True, failure_reason="BackoffLimitExceeded"
+    )
     decision = decide("r", body(), tasks(1), {}, [failed], {})
     record = decision.newly_recorded[item.name]
     assert record["s"] == "error" and "BackoffLimitExceeded" in record["r"]
-    assert decision.status["models"]["a"]["errored"] == 1 and decision.status["models"]["a"]["passRate"] is None
+    assert (
+        decision.status["models"]["a"]["errored"] == 1 and decision.status["models"]["a"]["passRate"] is None
+    )
 
 
 def test_status_counts_pass_rate_and_completion() -> None:
     items = work_items("r", body(), tasks(2))
-    outcomes = [summary(passed=True), summary(passed=False, coverage=0.5), summary(status="excluded"),
-                summary(status="error")]
-    jobs = [JobState(i.name, False, True, False, summary=o) for i, o in zip(items, outcomes)]
+    outcomes = [
+        summary(passed=True),
+        summary(passed=False, coverage=0.5),
+        summary(status="excluded"),
+        summary(status="error"),
+    ]
+    jobs = [JobState(i.name, False, True, False, summary=o) for i, o in zip(items, outcomes, strict=False)]
     decision = decide("r", body(), tasks(2), {"t9": "needs server(s) not enabled: git"}, jobs, {})
     a, b = decision.status["models"]["a"], decision.status["models"]["b"]
     assert (a["scored"], a["passed"], a["passRate"], a["meanCoverage"]) == (1, 1, 1.0, 1.0)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
 from atlasrun.cli import main
 from atlasrun.diagnostics.model import Diagnosis, Failure
@@ -23,73 +24,144 @@ from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.reports.data import CALL_RESULT_MAX, build_data
 from atlasrun.reports.html import build_report
-from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.claims import Judgement, score_claims
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci, repeat_stats
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.tasks.model import Task
 
 CHROMIUM = Path("/usr/bin/chromium")
-needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is not installed "
-                                    "(Debian package `chromium`; the Makefile's test setup installs it)")
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"{CHROMIUM} is not installed (Debian package `chromium`; the Makefile's test setup installs it)",
+)
 
-PRIMARY = JudgeInfo(name="primary-judge", kind="llm", model="judge-model-a", prompt_sha256="ab12cd34ef56" * 5 + "abcd",
-                    version="claims/1")
-SECOND = JudgeInfo(name="second-judge", kind="llm", model="judge-model-b", prompt_sha256="99887766" * 8,
-                   version="claims/1")
+PRIMARY = JudgeInfo(
+    name="primary-judge",
+    kind="llm",
+    model="judge-model-a",
+    prompt_sha256="ab12cd34ef56" * 5 + "abcd",
+    version="claims/1",
+)
+SECOND = JudgeInfo(
+    name="second-judge", kind="llm", model="judge-model-b", prompt_sha256="99887766" * 8, version="claims/1"
+)
 MODELS = {"strong-model": 0.9, "mid-model": 0.5, "weak-model": 0.2}
 DOMAINS = ["Analytics", "Coding", "Productivity", "R&D <ops>"]
-CATEGORIES = ["single_server/single_call", "single_server/sequential", "multi_server/parallel",
-              "multi_server/sequential"]
+CATEGORIES = [
+    "single_server/single_call",
+    "single_server/sequential",
+    "multi_server/parallel",
+    "multi_server/sequential",
+]
 SERVERS = [["filesystem"], ["calculator"], ["filesystem", "calculator"], ["git", "memory"]]
 MALICIOUS = '<script>alert("pwned")</script><img src=x onerror="alert(1)">'
 READ = "filesystem_read_text_file"
-TOOLS = [{"type": "function", "function": {"name": READ, "parameters": {
-    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": READ,
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
 N_TASKS = 20
 
 
 def task(j: int) -> Task:
-    return Task(id=f"task-{j:02d}", prompt=f"Question {j}: what does /data/file{j}.txt say? Answer & explain <briefly>.",
-                enabled_tools=[READ], claims=[f"claim {j}.{k} holds" for k in range(4)], domain=DOMAINS[j % 4])
+    return Task(
+        id=f"task-{j:02d}",
+        prompt=f"Question {j}: what does /data/file{j}.txt say? Answer & explain <briefly>.",
+        enabled_tools=[READ],
+        claims=[f"claim {j}.{k} holds" for k in range(4)],
+        domain=DOMAINS[j % 4],
+    )
 
 
 def verdicts(j: int, passed: bool, flip: bool = False) -> list[ClaimVerdict]:
-    labels = ["fulfilled", "fulfilled", "fulfilled", "partially_fulfilled"] if passed else \
-        ["fulfilled", "partially_fulfilled", "not_fulfilled", "not_fulfilled"]
+    labels = (
+        ["fulfilled", "fulfilled", "fulfilled", "partially_fulfilled"]
+        if passed
+        else ["fulfilled", "partially_fulfilled", "not_fulfilled", "not_fulfilled"]
+    )
     if flip:  # the second judge is stricter on some tasks
         labels = ["fulfilled", "partially_fulfilled", "partially_fulfilled", "not_fulfilled"]
-    return [ClaimVerdict.labelled(f"claim {j}.{k} holds", label, f"reason for claim {j}.{k}: saw {label}")  # type: ignore[arg-type]
-            for k, label in enumerate(labels)]
+    return [
+        ClaimVerdict.labelled(f"claim {j}.{k} holds", label, f"reason for claim {j}.{k}: saw {label}")  # type: ignore[arg-type]
+        for k, label in enumerate(labels)
+    ]
 
 
 def transcript(model: str, j: int, passed: bool, answer: str) -> Transcript:
-    ok = CallRecord(id=f"c{j}a", name=READ, arguments={"path": f"/data/file{j}.txt"}, result=f"contents of file {j}",
-                    elapsed_s=0.05)
+    ok = CallRecord(
+        id=f"c{j}a",
+        name=READ,
+        arguments={"path": f"/data/file{j}.txt"},
+        result=f"contents of file {j}",
+        elapsed_s=0.05,
+    )
     calls = [ok]
     if not passed and j % 3 == 0:
-        calls += [CallRecord(id=f"c{j}{n}", name=READ, arguments={"path": "/data/missing.txt"},
-                             result="Error: ENOENT: no such file", is_error=True, error_kind="tool_error")
-                  for n in "bc"]
+        calls += [
+            CallRecord(
+                id=f"c{j}{n}",
+                name=READ,
+                arguments={"path": "/data/missing.txt"},
+                result="Error: ENOENT: no such file",
+                is_error=True,
+                error_kind="tool_error",
+            )
+            for n in "bc"
+        ]
     if not passed and j % 3 == 1:
-        calls.append(CallRecord(id=f"c{j}x", name="filesystem_write_file", arguments={"path": "/data/x"},
-                                result="Error: tool filesystem_write_file is not available", is_error=True,
-                                error_kind="not_available"))
+        calls.append(
+            CallRecord(
+                id=f"c{j}x",
+                name="filesystem_write_file",
+                arguments={"path": "/data/x"},
+                result="Error: tool filesystem_write_file is not available",
+                is_error=True,
+                error_kind="not_available",
+            )
+        )
     if j == 5:
-        calls.append(CallRecord(id=f"c{j}m", name=READ, arguments={"path": "/data/evil.html"}, result=MALICIOUS))
+        calls.append(
+            CallRecord(id=f"c{j}m", name=READ, arguments={"path": "/data/evil.html"}, result=MALICIOUS)
+        )
     if j == 6:
-        calls.append(CallRecord(id=f"c{j}big", name=READ, arguments={"path": "/data/big.txt"}, result="B" * 50_000))
+        calls.append(
+            CallRecord(id=f"c{j}big", name=READ, arguments={"path": "/data/big.txt"}, result="B" * 50_000)
+        )
     if not passed and j % 3 == 2 and model == "weak-model":
         calls = []  # answered without any tool call
-    return Transcript(agent="scripted", model=model, calls=calls, final_answer=answer, turns=len(calls) + 1,
-                      wall_s=1.0 + j * 0.1, tools=TOOLS,
-                      model_calls=[ModelCallRecord(prompt_tokens=1000, completion_tokens=200, cost_usd=0.01)])
+    return Transcript(
+        agent="scripted",
+        model=model,
+        calls=calls,
+        final_answer=answer,
+        turns=len(calls) + 1,
+        wall_s=1.0 + j * 0.1,
+        tools=TOOLS,
+        model_calls=[ModelCallRecord(prompt_tokens=1000, completion_tokens=200, cost_usd=0.01)],
+    )
 
 
 def record(model: str, skill: float, j: int, repeat: int = 0) -> TaskResult:
     t = task(j)
-    common: dict[str, Any] = {"task_id": t.id, "model": model, "repeat": repeat, "domain": t.domain,
-                              "category": CATEGORIES[j % 4], "servers": SERVERS[j % 4], "task": t}
+    common: dict[str, Any] = {
+        "task_id": t.id,
+        "model": model,
+        "repeat": repeat,
+        "domain": t.domain,
+        "category": CATEGORIES[j % 4],
+        "servers": SERVERS[j % 4],
+        "task": t,
+    }
     if j == N_TASKS - 1:
         return TaskResult(status="excluded", reason="needs server(s) not enabled: git", **common)
     if j == N_TASKS - 2 and model == "weak-model":
@@ -101,25 +173,51 @@ def record(model: str, skill: float, j: int, repeat: int = 0) -> TaskResult:
     score = score_claims(claims)
     second_claims = verdicts(j, passed, flip=j % 4 == 0)
     second = score_claims(second_claims)
-    return TaskResult(status="scored", coverage=score.coverage, passed=score.passed, passed_at=score.passed_at,
-                      claims=claims, judge=PRIMARY,
-                      secondary=[Judgement(judge=SECOND, claims=second_claims, coverage=second.coverage,
-                                           passed=second.passed, passed_at=second.passed_at)],
-                      tool_calls=len(trace.calls), tool_errors=sum(c.is_error for c in trace.calls),
-                      turns=trace.turns, stop_reason=trace.stop_reason, wall_s=trace.wall_s,
-                      prompt_tokens=trace.prompt_tokens, completion_tokens=trace.completion_tokens,
-                      cost_usd=trace.cost_usd, transcript=trace, **common)
+    return TaskResult(
+        status="scored",
+        coverage=score.coverage,
+        passed=score.passed,
+        passed_at=score.passed_at,
+        claims=claims,
+        judge=PRIMARY,
+        secondary=[
+            Judgement(
+                judge=SECOND,
+                claims=second_claims,
+                coverage=second.coverage,
+                passed=second.passed,
+                passed_at=second.passed_at,
+            )
+        ],
+        tool_calls=len(trace.calls),
+        tool_errors=sum(c.is_error for c in trace.calls),
+        turns=trace.turns,
+        stop_reason=trace.stop_reason,
+        wall_s=trace.wall_s,
+        prompt_tokens=trace.prompt_tokens,
+        completion_tokens=trace.completion_tokens,
+        cost_usd=trace.cost_usd,
+        transcript=trace,
+        **common,
+    )
 
 
 def make_run(root: Path, repeats: int = 1, diagnose: bool = True) -> list[TaskResult]:
     store = ResultsDir(root)
     root.mkdir(parents=True, exist_ok=True)
-    results = [record(m, skill, j, r) for m, skill in MODELS.items() for j in range(N_TASKS) for r in range(repeats)]
+    results = [
+        record(m, skill, j, r) for m, skill in MODELS.items() for j in range(N_TASKS) for r in range(repeats)
+    ]
     for result in results:
         store.append(result)
-    store.write_json("run.json", {"started": "2026-01-02T03:04:05+00:00", "atlasrun_version": "0.1.0",
-                                  "spec": {"metadata": {"name": "skill-ladder"},
-                                           "spec": {"models": [{"name": m} for m in MODELS]}}})
+    store.write_json(
+        "run.json",
+        {
+            "started": "2026-01-02T03:04:05+00:00",
+            "atlasrun_version": "0.1.0",
+            "spec": {"metadata": {"name": "skill-ladder"}, "spec": {"models": [{"name": m} for m in MODELS]}},
+        },
+    )
     store.write_json("summary.json", {"run": "skill-ladder", "pass_threshold": 0.75})
     if diagnose:
         log = DiagnosesLog(root)
@@ -127,11 +225,20 @@ def make_run(root: Path, repeats: int = 1, diagnose: bool = True) -> list[TaskRe
         failing = [r for r in results if r.status == "scored" and not r.passed and r.model != "weak-model"]
         for i, r in enumerate(failing):
             mode = modes[i % len(modes)]
-            log.append(Diagnosis(model=r.model, task_id=r.task_id, repeat=r.repeat, coverage=r.coverage,
-                                 status="diagnosed", primary_mode=mode, confidence=0.8,
-                                 summary=f"diagnosed {mode} on {r.task_id} <b>bold?</b>",
-                                 failures=[Failure(mode=mode, root_cause=True, evidence="call #2 failed")],
-                                 judge=JudgeInfo(name="diag-judge", kind="llm", model="diag-model", version="diag/1")))
+            log.append(
+                Diagnosis(
+                    model=r.model,
+                    task_id=r.task_id,
+                    repeat=r.repeat,
+                    coverage=r.coverage,
+                    status="diagnosed",
+                    primary_mode=mode,
+                    confidence=0.8,
+                    summary=f"diagnosed {mode} on {r.task_id} <b>bold?</b>",
+                    failures=[Failure(mode=mode, root_cause=True, evidence="call #2 failed")],
+                    judge=JudgeInfo(name="diag-judge", kind="llm", model="diag-model", version="diag/1"),
+                )
+            )
     return results
 
 
@@ -171,8 +278,11 @@ def test_one_row_per_model_with_the_stats_module_numbers(run_dir: Path, page: st
     assert "needs server(s) not enabled: git" in page
     assert "provider_error: rate limited after 3 retries" in page
     # The ranking: strong above mid above weak.
-    assert page.index('data-model="strong-model"') < page.index('data-model="mid-model"') \
+    assert (
+        page.index('data-model="strong-model"')
+        < page.index('data-model="mid-model"')
         < page.index('data-model="weak-model"')
+    )
 
 
 def test_header_names_the_run_judges_and_threshold(page: str) -> None:
@@ -207,9 +317,9 @@ def test_breakdowns_cross_judge_and_failure_modes(page: str) -> None:
 
 def test_drill_down_has_every_result_with_claim_reasons_and_transcripts(run_dir: Path, page: str) -> None:
     results = ResultsDir(run_dir).load()
-    drill = page[page.index('id="drill"'):]
+    drill = page[page.index('id="drill"') :]
     assert drill.count('<tr class="row"') == len(results) == len(MODELS) * N_TASKS
-    for model, task_id, repeat in results:
+    for model, task_id, _repeat in results:
         assert re.search(rf'data-model="{model}"[^>]*>.*?<td class="task">{task_id}</td>', drill)
     assert "reason for claim 3.2: saw not_fulfilled" in drill
     assert "Error: ENOENT: no such file" in drill and "tool_error" in drill and "not_available" in drill
@@ -246,10 +356,13 @@ def test_repeats_get_pass_at_k(tmp_path: Path) -> None:
     assert "pass@3" in text and "pass^3" in text
     stats = repeat_stats([r for r in results if r.model == "mid-model"])
     assert stats is not None
-    row = re.search(r'<td class="model">mid-model</td><td class="num">(\d+)</td><td class="num">3–3</td>(.*?)</tr>',
-                    text)
+    row = re.search(
+        r'<td class="model">mid-model</td><td class="num">(\d+)</td><td class="num">3–3</td>(.*?)</tr>', text
+    )
     assert row and row.group(1) == "19"
-    assert f"{100 * stats.by_k[2].pass_at_k:.1f}%" in row.group(2) and f"{100 * stats.by_k[2].pass_hat_k:.1f}%" in row.group(2)
+    assert f"{100 * stats.by_k[2].pass_at_k:.1f}%" in row.group(
+        2
+    ) and f"{100 * stats.by_k[2].pass_hat_k:.1f}%" in row.group(2)
 
 
 def test_report_command(tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -269,25 +382,60 @@ def test_a_thousand_task_run_stays_small(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
     big = "x" * 6_000
     for j in range(1000):
-        calls = [CallRecord(id=f"c{n}", name=READ, arguments={"path": f"/data/{n}", "pad": "y" * 3000},
-                            result=big, is_error=n % 7 == 0, error_kind="tool_error" if n % 7 == 0 else None)
-                 for n in range(12)]
+        calls = [
+            CallRecord(
+                id=f"c{n}",
+                name=READ,
+                arguments={"path": f"/data/{n}", "pad": "y" * 3000},
+                result=big,
+                is_error=n % 7 == 0,
+                error_kind="tool_error" if n % 7 == 0 else None,
+            )
+            for n in range(12)
+        ]
         trace = Transcript(agent="s", model="m", calls=calls, final_answer="z" * 20_000, tools=TOOLS)
         claims = verdicts(j, j % 2 == 0)
         score = score_claims(claims)
         t = task(j).model_copy(update={"prompt": "p" * 20_000})
-        store.append(TaskResult(task_id=t.id, model="m", status="scored", coverage=score.coverage,
-                                passed=score.passed, claims=claims, judge=PRIMARY, task=t, transcript=trace,
-                                tool_calls=12, wall_s=2.0))
+        store.append(
+            TaskResult(
+                task_id=t.id,
+                model="m",
+                status="scored",
+                coverage=score.coverage,
+                passed=score.passed,
+                claims=claims,
+                judge=PRIMARY,
+                task=t,
+                transcript=trace,
+                tool_calls=12,
+                wall_s=2.0,
+            )
+        )
     size = build_report(tmp_path).stat().st_size
     assert 2_000_000 < size < 20_000_000, size
 
 
 def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                           "--disable-sync", f"--user-data-dir={tmp / 'profile'}", *args],
-                          check=False, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp / 'profile'}",
+            *args,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @needs_chromium
@@ -318,10 +466,13 @@ document.body.setAttribute('data-probe', shown.length + '|' + !shown[0].nextElem
 @needs_chromium
 def test_filters_and_expanders_work_in_chromium(run_dir: Path, tmp_path: Path) -> None:
     probe = tmp_path / "probe.html"
-    probe.write_text((run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", PROBE),
-                     encoding="utf-8")
+    probe.write_text(
+        (run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", PROBE), encoding="utf-8"
+    )
     dom = _chromium("--dump-dom", probe.as_uri(), tmp=tmp_path)
-    assert f'data-probe="{N_TASKS}|true|{N_TASKS} of {len(MODELS) * N_TASKS} rows"' in dom.stdout, dom.stdout[-500:]
+    assert f'data-probe="{N_TASKS}|true|{N_TASKS} of {len(MODELS) * N_TASKS} rows"' in dom.stdout, dom.stdout[
+        -500:
+    ]
 
 
 if __name__ == "__main__":  # build a sample report to look at: python tests/test_report.py OUT

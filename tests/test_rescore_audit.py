@@ -14,9 +14,9 @@ import yaml
 from atlasrun.agent.litellm_agent import LiteLLMAgent
 from atlasrun.cli import main
 from atlasrun.runner.local import RunOutcome, run_local
+from atlasrun.runspec.run import load_run_spec
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerInstance
-from atlasrun.spec.run import load_run_spec
 from atlasrun.starter.workspace import create_workspace
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from conftest import SUM_TASK, child_pids, write_run, write_tasks
@@ -25,13 +25,21 @@ from test_tasks import atlas_row, write_csv
 pytestmark = pytest.mark.servers
 
 STARTER = Path(__file__).resolve().parent.parent / "examples" / "starter" / "tasks.yaml"
-MEMORY_TASK = dict(SUM_TASK, id="memory-task", enabled_tools=["memory_read_graph"], distractors=[],
-                   claims=["The graph is empty"], reference_answer="The graph is empty.",
-                   reference_trajectory=[{"calls": [{"name": "memory_read_graph", "arguments": {}}]}])
+MEMORY_TASK = dict(
+    SUM_TASK,
+    id="memory-task",
+    enabled_tools=["memory_read_graph"],
+    distractors=[],
+    claims=["The graph is empty"],
+    reference_answer="The graph is empty.",
+    reference_trajectory=[{"calls": [{"name": "memory_read_graph", "arguments": {}}]}],
+)
 
 
 def verdict(label: str) -> Reply:
-    return Reply(content=json.dumps({"coverage_outcome": label, "justification": "scripted", "confidence": 0.9}))
+    return Reply(
+        content=json.dumps({"coverage_outcome": label, "justification": "scripted", "confidence": 0.9})
+    )
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -50,16 +58,26 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
     data.mkdir()
     (data / "numbers.txt").write_text("12\n30\n")
     tasks = [SUM_TASK, dict(SUM_TASK, id="sum-again"), MEMORY_TASK]
-    with ScriptedProvider(lambda body: Reply(status=503, raw_body='{"error": {"message": "overloaded"}}')) as down:
-        run_file = write_run(root / "run.yaml", write_tasks(root / "tasks.yaml", tasks),
-                             [{"name": "replay"}, {"name": "down", "model": "openai/down", "apiBase": down.api_base}],
-                             servers={"enabled": ["filesystem", "calculator"]},
-                             limits={"retryBackoffSeconds": 0, "providerRetries": 0})
+    with ScriptedProvider(
+        lambda body: Reply(status=503, raw_body='{"error": {"message": "overloaded"}}')
+    ) as down:
+        run_file = write_run(
+            root / "run.yaml",
+            write_tasks(root / "tasks.yaml", tasks),
+            [{"name": "replay"}, {"name": "down", "model": "openai/down", "apiBase": down.api_base}],
+            servers={"enabled": ["filesystem", "calculator"]},
+            limits={"retryBackoffSeconds": 0, "providerRetries": 0},
+        )
         outcome = run_local(load_run_spec(run_file), root / "out", data, progress=False)
     statuses = sorted((r.model, r.task_id, r.status) for r in outcome.results)
-    assert statuses == [("down", "memory-task", "excluded"), ("down", "sum-again", "error"),
-                        ("down", "sum-numbers", "error"), ("replay", "memory-task", "excluded"),
-                        ("replay", "sum-again", "scored"), ("replay", "sum-numbers", "scored")]
+    assert statuses == [
+        ("down", "memory-task", "excluded"),
+        ("down", "sum-again", "error"),
+        ("down", "sum-numbers", "error"),
+        ("replay", "memory-task", "excluded"),
+        ("replay", "sum-again", "scored"),
+        ("replay", "sum-numbers", "scored"),
+    ]
     return outcome
 
 
@@ -73,15 +91,28 @@ def no_agent_or_server_work(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_rescore_with_a_strict_judge_changes_only_the_new_dir(
-        finished_run: RunOutcome, tmp_path: Path, no_agent_or_server_work: None,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    finished_run: RunOutcome,
+    tmp_path: Path,
+    no_agent_or_server_work: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     old = finished_run.out
     before, processes = snapshot(old), set(child_pids(""))
     assert summary(old)["models"]["replay"]["pass_rate"] == 1.0
     new = tmp_path / "strict"
     with ScriptedProvider(lambda body: verdict("not_fulfilled")) as judge:
-        code = main(["rescore", str(old), "--judge", "openai/strict", "--judge-api-base", judge.api_base,
-                     "--out", str(new)])
+        code = main(
+            [
+                "rescore",
+                str(old),
+                "--judge",
+                "openai/strict",
+                "--judge-api-base",
+                judge.api_base,
+                "--out",
+                str(new),
+            ]
+        )
     assert code == 0
     assert "replay" in capsys.readouterr().out
     assert len(judge.requests) == 2  # one claim per scored task; nothing for the provider failures
@@ -114,13 +145,19 @@ def test_rescore_with_a_strict_judge_changes_only_the_new_dir(
 
 
 def test_rescore_with_a_garbage_judge_counts_errors_then_resumes(
-        finished_run: RunOutcome, no_agent_or_server_work: None) -> None:
+    finished_run: RunOutcome, no_agent_or_server_work: None
+) -> None:
     old = finished_run.out
     with ScriptedProvider(lambda body: Reply(content="Looks fine to me!")) as judge:
         assert main(["rescore", str(old), "--judge", "openai/j", "--judge-api-base", judge.api_base]) == 0
     new = old.parent / f"{old.name}-rescored-openai_j"  # the default target
     replay = summary(new)["models"]["replay"]
-    assert (replay["scored"], replay["errored"], replay["pass_rate"], replay["mean_coverage"]) == (0, 2, None, None)
+    assert (replay["scored"], replay["errored"], replay["pass_rate"], replay["mean_coverage"]) == (
+        0,
+        2,
+        None,
+        None,
+    )
     assert replay["error_reasons"] == {"judge failed on 1/1 claims": 2}
     failed = [r for r in ResultsDir(new).load().values() if r.model == "replay" and r.status == "error"]
     assert len(failed) == 2 and all(r.coverage is None and r.passed is None for r in failed)
@@ -139,7 +176,9 @@ def test_rescore_with_a_garbage_judge_counts_errors_then_resumes(
 
 
 def atlas(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "atlasrun.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "atlasrun.cli", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 def statuses(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
@@ -152,13 +191,22 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subp
     root = tmp_path_factory.mktemp("audit")
     workspace = create_workspace(root / "workspace")
     record = root / "recorded.yaml"
-    proc = atlas("audit", str(STARTER), "--data-dir", str(workspace), "--out", str(root / "out"),
-                 "--record", str(record))
+    proc = atlas(
+        "audit",
+        str(STARTER),
+        "--data-dir",
+        str(workspace),
+        "--out",
+        str(root / "out"),
+        "--record",
+        str(record),
+    )
     return root, record, proc
 
 
 def test_audit_of_the_starter_suite_on_a_fresh_workspace_is_all_ok(
-        baseline: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
+    baseline: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
     root, record, proc = baseline
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "20 ok, 0 flagged" in proc.stdout
@@ -170,13 +218,16 @@ def test_audit_of_the_starter_suite_on_a_fresh_workspace_is_all_ok(
 
 
 def test_audit_flags_exactly_the_tasks_a_corrupted_workspace_breaks(
-        baseline: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
+    baseline: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
     root, record, _ = baseline
     workspace = create_workspace(root / "corrupted")
     # a value a claim depends on: Engineering now has 7 people, the claim says 6 (no recorded outputs
     # for that task, so only the claim check can notice)
     employees = workspace / "hr" / "employees.csv"
-    employees.write_text(employees.read_text().replace("Elena Petrova,Finance,", "Elena Petrova,Engineering,"))
+    employees.write_text(
+        employees.read_text().replace("Elena Petrova,Finance,", "Elena Petrova,Engineering,")
+    )
     # a value no claim depends on: the tool outputs differ from the recorded baseline
     inventory = workspace / "inventory" / "inventory.csv"
     inventory.write_text(inventory.read_text().replace("Columbus,205,100", "Columbus,204,100"))
@@ -196,8 +247,12 @@ def test_audit_flags_exactly_the_tasks_a_corrupted_workspace_breaks(
     proc = atlas("audit", str(tasks_file), "--data-dir", str(workspace), "--json")
     assert proc.returncode == 1, proc.stderr
     flagged = {task: status for task, status in statuses(proc).items() if status != "ok"}
-    assert flagged == {"engineering-salaries": "unsupported_claims", "reorder-restock-cost": "drifted",
-                       "warehouse-stock-value": "drifted", "oncall-handover": "unsolvable"}
+    assert flagged == {
+        "engineering-salaries": "unsupported_claims",
+        "reorder-restock-cost": "drifted",
+        "warehouse-stock-value": "drifted",
+        "oncall-handover": "unsolvable",
+    }
     rows = {row["task"]: row for row in json.loads(proc.stdout)["tasks"]}
     assert "has 6 employees" in rows["engineering-salaries"]["details"][0]
     assert "Columbus,204" in rows["reorder-restock-cost"]["details"][0]
@@ -205,17 +260,28 @@ def test_audit_flags_exactly_the_tasks_a_corrupted_workspace_breaks(
     assert len(statuses(proc)) == 20
 
 
-def test_audit_flags_a_missing_reference_tool_and_skips_disabled_servers(tmp_path: Path, data_dir: Path) -> None:
-    drifted_tool = dict(SUM_TASK, id="renamed-tool",
-                        enabled_tools=["filesystem_read_text_file", "filesystem_read_the_file", "calculator_calculate"],
-                        distractors=[],
-                        reference_trajectory=[{"calls": [{"name": "filesystem_read_the_file",
-                                                          "arguments": {"path": "/data/numbers.txt"}}]}])
+def test_audit_flags_a_missing_reference_tool_and_skips_disabled_servers(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    drifted_tool = dict(
+        SUM_TASK,
+        id="renamed-tool",
+        enabled_tools=["filesystem_read_text_file", "filesystem_read_the_file", "calculator_calculate"],
+        distractors=[],
+        reference_trajectory=[
+            {"calls": [{"name": "filesystem_read_the_file", "arguments": {"path": "/data/numbers.txt"}}]}
+        ],
+    )
     tasks = write_tasks(tmp_path / "tasks.yaml", [drifted_tool, MEMORY_TASK, SUM_TASK])
-    proc = atlas("audit", str(tasks), "--data-dir", str(data_dir), "--servers-enabled", "filesystem,calculator")
+    proc = atlas(
+        "audit", str(tasks), "--data-dir", str(data_dir), "--servers-enabled", "filesystem,calculator"
+    )
     assert proc.returncode == 1, proc.stderr
     lines = {line.split()[0]: line for line in proc.stdout.splitlines()[2:] if line.strip()}
-    assert lines["renamed-tool"].split()[1] == "unsolvable" and "filesystem_read_the_file" in lines["renamed-tool"]
+    assert (
+        lines["renamed-tool"].split()[1] == "unsolvable"
+        and "filesystem_read_the_file" in lines["renamed-tool"]
+    )
     assert lines["memory-task"].split()[1] == "skipped"
     assert lines["sum-numbers"].split()[1] == "ok"
     assert "1 ok, 1 flagged (1 unsolvable, 0 drifted, 0 unsupported_claims), 1 skipped" in proc.stdout
@@ -223,21 +289,54 @@ def test_audit_flags_a_missing_reference_tool_and_skips_disabled_servers(tmp_pat
 
 def test_audit_compares_mcp_atlas_recorded_outputs(tmp_path: Path) -> None:
     def trajectory(path: str, recorded: str) -> str:
-        return json.dumps([
-            {"role": "assistant", "content": "Reading.", "tool_calls": [{"id": "c1", "type": "function", "function": {
-                "name": "filesystem_read_text_file", "arguments": json.dumps({"path": path})}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": recorded}]},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {
-                "name": "calculator_calculate", "arguments": "{\"expression\": \"1+1\"}"}}]},
-            {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "2"}]}])
+        return json.dumps(
+            [
+                {
+                    "role": "assistant",
+                    "content": "Reading.",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {
+                                "name": "filesystem_read_text_file",
+                                "arguments": json.dumps({"path": path}),
+                            },
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": recorded}]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c2",
+                            "type": "function",
+                            "function": {
+                                "name": "calculator_calculate",
+                                "arguments": '{"expression": "1+1"}',
+                            },
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "2"}]},
+            ]
+        )
 
     data = tmp_path / "data"
     data.mkdir()
     (data / "a.txt").write_text("The greeting is hello\n")
     (data / "b.txt").write_text("The greeting is goodbye\n")
     claims = json.dumps(["The greeting is 'hello'", "The sum is 2"])
-    rows = [atlas_row("same", GTFA_CLAIMS=claims, TRAJECTORY=trajectory("/data/a.txt", "The greeting   is hello")),
-            atlas_row("changed", GTFA_CLAIMS=claims, TRAJECTORY=trajectory("/data/b.txt", "The greeting is hello"))]
+    rows = [
+        atlas_row(
+            "same", GTFA_CLAIMS=claims, TRAJECTORY=trajectory("/data/a.txt", "The greeting   is hello")
+        ),
+        atlas_row(
+            "changed", GTFA_CLAIMS=claims, TRAJECTORY=trajectory("/data/b.txt", "The greeting is hello")
+        ),
+    ]
     proc = atlas("audit", str(write_csv(tmp_path / "atlas.csv", rows)), "--data-dir", str(data), "--json")
     assert proc.returncode == 1, proc.stderr
     rows_by_task = {row["task"]: row for row in json.loads(proc.stdout)["tasks"]}

@@ -45,13 +45,22 @@ def test_sigkill_then_resume(tmp_path: Path, data_dir: Path) -> None:
 
     out = tmp_path / "out"
     with ScriptedProvider(slow_solver) as provider:
-        run_file = write_run(tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", tasks),
-                             [{"name": "slow", "model": "openai/slow", "apiBase": provider.api_base,
-                               "maxConcurrency": 2}], parallelism=2)
+        run_file = write_run(
+            tmp_path / "run.yaml",
+            write_tasks(tmp_path / "tasks.yaml", tasks),
+            [{"name": "slow", "model": "openai/slow", "apiBase": provider.api_base, "maxConcurrency": 2}],
+            parallelism=2,
+        )
         cmd = atlas("run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet")
-        first = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        first = subprocess.Popen(
+            cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + 120
-        while len(scored_lines(out / "results.jsonl")) < 2 and first.poll() is None and time.monotonic() < deadline:
+        while (
+            len(scored_lines(out / "results.jsonl")) < 2
+            and first.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         os.killpg(first.pid, signal.SIGKILL)  # the runner and its server processes, mid-run
         first.wait()

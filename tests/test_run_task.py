@@ -17,20 +17,21 @@ import boto3  # type: ignore[import-untyped]
 import httpx
 import pytest
 import yaml
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import MotoRequestHandler
+from moto.server import (
+    ThreadedMotoServer as PublicThreadedMotoServer,  # the documented import
+)
+
 from atlasrun.cluster.runtask import Inputs, compact, exit_code, stored_result
 from atlasrun.cluster.store import S3Results, StoreError, download, parse_s3_uri
 from atlasrun.errors import InputError
 from atlasrun.scoring.result import TaskResult
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
-from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from atlasrun.servers.instance import free_port
+from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from conftest import write_run, write_tasks
-from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import MotoRequestHandler
-from moto.server import (
-    ThreadedMotoServer as PublicThreadedMotoServer,  # the documented import
-)
 
 pytestmark = pytest.mark.servers
 
@@ -47,10 +48,10 @@ CALC_TASK: dict[str, Any] = {
     "enabled_tools": ["calculator_calculate"],
     "claims": ["The sum is 42"],
     "reference_answer": "The sum is 42.",
-    "reference_trajectory": [{"calls": [{"name": "calculator_calculate", "arguments": {"expression": "12+30"}}]}],
+    "reference_trajectory": [
+        {"calls": [{"name": "calculator_calculate", "arguments": {"expression": "12+30"}}]}
+    ],
 }
-
-
 
 
 def wait_listening(port: int, timeout_s: float = 30.0) -> None:
@@ -82,8 +83,13 @@ class S3Server:
             self.server._server.server_close()
 
     def client(self) -> Any:
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id="testing", aws_secret_access_key=AWS_SECRET)
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key=AWS_SECRET,
+        )
 
 
 @pytest.fixture
@@ -107,8 +113,13 @@ def sidecar(tmp_path: Path) -> Iterator[int]:
     rendered = spec.render({"install_dir": str(install_dir(spec)), "port": str(port)})
     assert rendered.command
     with (tmp_path / "sidecar.log").open("wb") as log:
-        proc = subprocess.Popen([rendered.command, *rendered.args], stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=log, start_new_session=True)
+        proc = subprocess.Popen(
+            [rendered.command, *rendered.args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
     try:
         wait_listening(port)
         yield port
@@ -128,31 +139,66 @@ def solver(body: dict[str, Any]) -> Reply:
     return Reply(content=f"The sum is {str(results[-1]['content']).strip()}.")
 
 
-def pod_env(tmp_path: Path, s3: S3Server, provider: ScriptedProvider, port: int, **extra: str) -> dict[str, str]:
+def pod_env(
+    tmp_path: Path, s3: S3Server, provider: ScriptedProvider, port: int, **extra: str
+) -> dict[str, str]:
     """A run file whose calculator is a sidecar on ``port``, and the env of the pod running one item."""
     tasks = write_tasks(tmp_path / "tasks.yaml", [CALC_TASK])
-    model = {"name": "solver", "model": "openai/solver", "apiBase": provider.api_base, "apiKeyEnv": "SOLVER_KEY"}
-    calculator = {"name": "calculator", "transport": "http", "url": "http://127.0.0.1:{port}/mcp", "port": port,
-                  "stateful": False}
-    run_file = write_run(tmp_path / "calc-run.yaml", tmp_path / "unused.yaml", [model],
-                         servers={"enabled": ["calculator"], "inline": [calculator]},
-                         limits={"retryBackoffSeconds": 0, "providerRetries": 1, "serverStartTimeoutSeconds": 2})
+    model = {
+        "name": "solver",
+        "model": "openai/solver",
+        "apiBase": provider.api_base,
+        "apiKeyEnv": "SOLVER_KEY",
+    }
+    calculator = {
+        "name": "calculator",
+        "transport": "http",
+        "url": "http://127.0.0.1:{port}/mcp",
+        "port": port,
+        "stateful": False,
+    }
+    run_file = write_run(
+        tmp_path / "calc-run.yaml",
+        tmp_path / "unused.yaml",
+        [model],
+        servers={"enabled": ["calculator"], "inline": [calculator]},
+        limits={"retryBackoffSeconds": 0, "providerRetries": 1, "serverStartTimeoutSeconds": 2},
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ATLAS_"))}
-    env.update({
-        "ATLAS_RUN_SPEC": str(run_file), "ATLAS_TASKS": str(tasks), "ATLAS_TASK_ID": "add-numbers",
-        "ATLAS_MODEL": "solver", "ATLAS_REPEAT": "0", "ATLAS_RESULTS_URI": RESULTS_URI,
-        "ATLAS_TERMINATION_PATH": str(tmp_path / "termination-log"), "ATLAS_WORK_DIR": str(tmp_path / "work"),
-        "ATLAS_S3_ATTEMPTS": "3", "ATLAS_S3_BACKOFF_SECONDS": "0.05",
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": AWS_SECRET, "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": s3.endpoint, "SOLVER_KEY": MODEL_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    })
+    env.update(
+        {
+            "ATLAS_RUN_SPEC": str(run_file),
+            "ATLAS_TASKS": str(tasks),
+            "ATLAS_TASK_ID": "add-numbers",
+            "ATLAS_MODEL": "solver",
+            "ATLAS_REPEAT": "0",
+            "ATLAS_RESULTS_URI": RESULTS_URI,
+            "ATLAS_TERMINATION_PATH": str(tmp_path / "termination-log"),
+            "ATLAS_WORK_DIR": str(tmp_path / "work"),
+            "ATLAS_S3_ATTEMPTS": "3",
+            "ATLAS_S3_BACKOFF_SECONDS": "0.05",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": s3.endpoint,
+            "SOLVER_KEY": MODEL_KEY,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+    )
     env.update(extra)
     return env
 
 
 def run_task(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "atlasrun.cli", "run-task", *args], check=False, env=env,
-                          text=True, capture_output=True, timeout=180, cwd=env["ATLAS_WORK_DIR"].rsplit("/", 1)[0])
+    proc = subprocess.run(
+        [sys.executable, "-m", "atlasrun.cli", "run-task", *args],
+        check=False,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=180,
+        cwd=env["ATLAS_WORK_DIR"].rsplit("/", 1)[0],
+    )
     for stream in (proc.stdout, proc.stderr):
         assert MODEL_KEY not in stream and AWS_SECRET not in stream
     return proc
@@ -188,10 +234,30 @@ def test_pod_solves_task_and_stores_result(tmp_path: Path, s3: S3Server, sidecar
 
         summary = termination(env)
         assert summary == json.loads(proc.stdout.strip().splitlines()[-1])
-        assert {k: summary[k] for k in ("task", "model", "repeat", "status", "passed", "coverage", "tool_calls",
-                                         "infra", "exit_code")} == {
-            "task": "add-numbers", "model": "solver", "repeat": 0, "status": "scored", "passed": True,
-            "coverage": 1.0, "tool_calls": 1, "infra": False, "exit_code": 0}
+        assert {
+            k: summary[k]
+            for k in (
+                "task",
+                "model",
+                "repeat",
+                "status",
+                "passed",
+                "coverage",
+                "tool_calls",
+                "infra",
+                "exit_code",
+            )
+        } == {
+            "task": "add-numbers",
+            "model": "solver",
+            "repeat": 0,
+            "status": "scored",
+            "passed": True,
+            "coverage": 1.0,
+            "tool_calls": 1,
+            "infra": False,
+            "exit_code": 0,
+        }
         assert summary["tokens"] == {"prompt": 20, "completion": 10} and summary["reason"] is None
         assert summary["result"] == f"s3://{BUCKET}/{OBJECT_KEY}"
         assert isinstance(summary["wall_s"], float) and isinstance(summary["cost_usd"], float)
@@ -203,15 +269,18 @@ def test_pod_solves_task_and_stores_result(tmp_path: Path, s3: S3Server, sidecar
         assert termination(env)["status"] == "scored"
 
 
-@pytest.mark.parametrize(("var", "value", "named"), [
-    ("ATLAS_TASK_ID", "no-such-task", "'no-such-task'"),
-    ("ATLAS_MODEL", "gpt-nope", "'gpt-nope'"),
-    ("ATLAS_REPEAT", "3", "repeat 3"),
-    ("ATLAS_RESULTS_URI", "s3://Bad_Bucket/x/", "Bad_Bucket"),
-    ("ATLAS_RESULTS_URI", "https://example.com/x/", "not an s3:// URI"),
-    ("AWS_ACCESS_KEY_ID", "", "AWS_ACCESS_KEY_ID"),
-    ("ATLAS_RUN_SPEC", "/nonexistent/run.yaml", "cannot read run file"),
-])
+@pytest.mark.parametrize(
+    ("var", "value", "named"),
+    [
+        ("ATLAS_TASK_ID", "no-such-task", "'no-such-task'"),
+        ("ATLAS_MODEL", "gpt-nope", "'gpt-nope'"),
+        ("ATLAS_REPEAT", "3", "repeat 3"),
+        ("ATLAS_RESULTS_URI", "s3://Bad_Bucket/x/", "Bad_Bucket"),
+        ("ATLAS_RESULTS_URI", "https://example.com/x/", "not an s3:// URI"),
+        ("AWS_ACCESS_KEY_ID", "", "AWS_ACCESS_KEY_ID"),
+        ("ATLAS_RUN_SPEC", "/nonexistent/run.yaml", "cannot read run file"),
+    ],
+)
 def test_bad_input_exits_2_naming_it(tmp_path: Path, s3: S3Server, var: str, value: str, named: str) -> None:
     with ScriptedProvider(solver) as provider:
         env = pod_env(tmp_path, s3, provider, free_port(), **{var: value})
@@ -263,7 +332,9 @@ def test_sidecar_not_listening_is_a_stored_infra_error(tmp_path: Path, s3: S3Ser
         assert not provider.requests  # the model is never asked without its tools
     assert proc.returncode == 3, proc.stderr
     assert "sidecar 'calculator' is not listening" in proc.stderr and "Job retries" in proc.stderr
-    result = TaskResult.model_validate_json(s3.client().get_object(Bucket=BUCKET, Key=OBJECT_KEY)["Body"].read())
+    result = TaskResult.model_validate_json(
+        s3.client().get_object(Bucket=BUCKET, Key=OBJECT_KEY)["Body"].read()
+    )
     assert result.status == "error" and result.reason and result.reason.startswith("infra:")
     assert "calculator" in result.reason and result.passed is None
     summary = termination(env)
@@ -279,7 +350,9 @@ def test_excluded_task_is_stored_and_exits_0(tmp_path: Path, s3: S3Server) -> No
         proc = run_task(env)
         assert not provider.requests
     assert proc.returncode == 0, proc.stderr
-    result = TaskResult.model_validate_json(s3.client().get_object(Bucket=BUCKET, Key=OBJECT_KEY)["Body"].read())
+    result = TaskResult.model_validate_json(
+        s3.client().get_object(Bucket=BUCKET, Key=OBJECT_KEY)["Body"].read()
+    )
     assert result.status == "excluded" and result.reason == "needs server(s) not enabled: calculator"
     assert termination(env)["status"] == "excluded"
 
@@ -299,17 +372,32 @@ def test_needed_server_without_port_is_bad_input(tmp_path: Path, s3: S3Server) -
 # -- the pieces on their own -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("uri", "bucket", "prefix"), [
-    ("s3://bucket/a/run/", "bucket", "a/run"), ("s3://my.bucket-1", "my.bucket-1", ""),
-    ("s3://b12/run", "b12", "run"),
-])
+@pytest.mark.parametrize(
+    ("uri", "bucket", "prefix"),
+    [
+        ("s3://bucket/a/run/", "bucket", "a/run"),
+        ("s3://my.bucket-1", "my.bucket-1", ""),
+        ("s3://b12/run", "b12", "run"),
+    ],
+)
 def test_parse_s3_uri(uri: str, bucket: str, prefix: str) -> None:
     location = parse_s3_uri(uri)
     assert (location.bucket, location.prefix) == (bucket, prefix)
 
 
-@pytest.mark.parametrize("uri", ["bucket/x", "s3://", "s3://UPPER/x", "s3://b/a//c", "s3://b/../x",
-                                 "s3://key:secret@bucket/x", "s3://bucket/x?versionId=1", "s3://ab/x"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "bucket/x",
+        "s3://",
+        "s3://UPPER/x",
+        "s3://b/a//c",
+        "s3://b/../x",
+        "s3://key:secret@bucket/x",
+        "s3://bucket/x?versionId=1",
+        "s3://ab/x",
+    ],
+)
 def test_bad_s3_uri_is_input_error(uri: str) -> None:
     with pytest.raises(InputError):
         parse_s3_uri(uri)
@@ -338,8 +426,14 @@ def test_store_round_trip_download_and_unreachable_endpoint(tmp_path: Path, s3: 
             download(f"s3://{BUCKET}/in/", tmp_path)
 
     warnings: list[str] = []
-    dead = S3Results(f"s3://{BUCKET}/p/", f"http://127.0.0.1:{free_port()}", env=env, attempts=3,
-                     backoff_s=0.01, warn=warnings.append)
+    dead = S3Results(
+        f"s3://{BUCKET}/p/",
+        f"http://127.0.0.1:{free_port()}",
+        env=env,
+        attempts=3,
+        backoff_s=0.01,
+        warn=warnings.append,
+    )
     with pytest.raises(StoreError, match="after 3 attempts"):
         dead.put_result(result)
     assert len(warnings) == 2 and all(AWS_SECRET not in w for w in warnings)
@@ -349,9 +443,18 @@ def test_store_round_trip_download_and_unreachable_endpoint(tmp_path: Path, s3: 
 
 
 def test_termination_summary_is_hard_capped() -> None:
-    result = TaskResult(task_id="t" * 3000, model="m" * 3000, status="error", reason="infra: " + "x" * 100_000)
-    text = compact({"task": result.task_id, "model": result.model, "reason": result.reason, "status": "error",
-                    "exit_code": exit_code(result)})
+    result = TaskResult(
+        task_id="t" * 3000, model="m" * 3000, status="error", reason="infra: " + "x" * 100_000
+    )
+    text = compact(
+        {
+            "task": result.task_id,
+            "model": result.model,
+            "reason": result.reason,
+            "status": "error",
+            "exit_code": exit_code(result),
+        }
+    )
     assert len(text.encode()) <= 4000
     data = json.loads(text)
     assert data["status"] == "error" and data["exit_code"] == 3 and data["reason"].startswith("infra: ")
@@ -365,7 +468,6 @@ def test_exit_codes() -> None:
     assert exit_code(result("error", "judge failed on 1/2 claims")) == 0
     for reason in ("infra: server down", "provider: provider failed: 503", "harness error: boom"):
         assert exit_code(result("error", reason)) == 3
-
 
 
 def test_write_only_credentials_still_run_the_item() -> None:

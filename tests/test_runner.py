@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from atlasrun.runner.local import RunOutcome, run_local
+from atlasrun.runspec.run import load_run_spec
 from atlasrun.scoring.result import TaskResult
-from atlasrun.spec.run import load_run_spec
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from conftest import SUM_TASK, child_pids, kill_children, write_run, write_tasks
 
@@ -32,14 +32,27 @@ def solver(body: dict[str, Any]) -> Reply:
     return Reply(content=f"The sum of the numbers is {results[-1].strip()}.")
 
 
-def run(tmp_path: Path, data_dir: Path, provider: ScriptedProvider | None, tasks: list[dict[str, Any]],
-        models: list[str], judges: list[dict[str, Any]] | None = None, **spec: Any) -> RunOutcome:
-    model_specs = [{"name": m, "model": f"openai/{m}", "apiBase": provider.api_base} if provider and m != "replay"
-                   else {"name": m} for m in models]
+def run(
+    tmp_path: Path,
+    data_dir: Path,
+    provider: ScriptedProvider | None,
+    tasks: list[dict[str, Any]],
+    models: list[str],
+    judges: list[dict[str, Any]] | None = None,
+    **spec: Any,
+) -> RunOutcome:
+    model_specs = [
+        {"name": m, "model": f"openai/{m}", "apiBase": provider.api_base}
+        if provider and m != "replay"
+        else {"name": m}
+        for m in models
+    ]
     extra: dict[str, Any] = {"limits": {"retryBackoffSeconds": 0}, **spec}
     if judges:
         extra["judges"] = judges
-    run_file = write_run(tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", tasks), model_specs, **extra)
+    run_file = write_run(
+        tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", tasks), model_specs, **extra
+    )
     return run_local(load_run_spec(run_file), tmp_path / "out", data_dir, progress=False)
 
 
@@ -65,7 +78,9 @@ def test_scripted_model_solves_a_task_with_real_servers(tmp_path: Path, data_dir
 def test_tool_outside_the_surface_gets_a_clear_error_result(tmp_path: Path, data_dir: Path) -> None:
     def script(body: dict[str, Any]) -> Reply:
         if not tool_results(body):
-            return Reply(tool_calls=[tool_call("filesystem_write_file", {"path": "/data/x", "content": "y"}, "w1")])
+            return Reply(
+                tool_calls=[tool_call("filesystem_write_file", {"path": "/data/x", "content": "y"}, "w1")]
+            )
         return Reply(content="I could not write the file.")
 
     with ScriptedProvider(script) as provider:
@@ -84,8 +99,13 @@ def test_tool_outside_the_surface_gets_a_clear_error_result(tmp_path: Path, data
 def test_repeated_failing_call_is_fed_back_and_recorded(tmp_path: Path, data_dir: Path) -> None:
     def script(body: dict[str, Any]) -> Reply:
         if len(tool_results(body)) < 3:
-            return Reply(tool_calls=[tool_call("filesystem_read_text_file", {"path": "/data/nope.txt"},
-                                               f"r{len(tool_results(body))}")])
+            return Reply(
+                tool_calls=[
+                    tool_call(
+                        "filesystem_read_text_file", {"path": "/data/nope.txt"}, f"r{len(tool_results(body))}"
+                    )
+                ]
+            )
         return Reply(content="The file does not exist.")
 
     with ScriptedProvider(script) as provider:
@@ -104,8 +124,11 @@ def test_provider_429_is_retried_honouring_retry_after(tmp_path: Path, data_dir:
     def script(body: dict[str, Any]) -> Reply:
         seen.append(time.monotonic())
         if len(seen) == 1:
-            return Reply(status=429, headers={"Retry-After": "1"},
-                         raw_body='{"error": {"message": "rate limited", "type": "rate_limit"}}')
+            return Reply(
+                status=429,
+                headers={"Retry-After": "1"},
+                raw_body='{"error": {"message": "rate limited", "type": "rate_limit"}}',
+            )
         return solver(body)
 
     with ScriptedProvider(script) as provider:
@@ -123,8 +146,14 @@ def test_provider_that_keeps_failing_is_an_error_not_a_score(tmp_path: Path, dat
         return Reply(status=503, raw_body='{"error": {"message": "overloaded"}}')
 
     with ScriptedProvider(script) as provider:
-        outcome = run(tmp_path, data_dir, provider, [SUM_TASK], ["down"], limits={
-            "retryBackoffSeconds": 0, "providerRetries": 2})
+        outcome = run(
+            tmp_path,
+            data_dir,
+            provider,
+            [SUM_TASK],
+            ["down"],
+            limits={"retryBackoffSeconds": 0, "providerRetries": 2},
+        )
     (result,) = outcome.results
     assert result.status == "error" and result.reason and result.reason.startswith("provider:")
     assert len(provider.requests) == 3
@@ -139,28 +168,47 @@ def test_judge_garbage_is_excluded_counted_then_rejudged_on_resume(tmp_path: Pat
         return Reply(content="Looks fine to me!")
 
     def good_judge(body: dict[str, Any]) -> Reply:
-        return Reply(content='{"coverage_outcome": "fulfilled", "justification": "42 is stated", "confidence": 0.9}')
+        return Reply(
+            content='{"coverage_outcome": "fulfilled", "justification": "42 is stated", "confidence": 0.9}'
+        )
 
     with ScriptedProvider(bad_judge) as judge:
-        outcome = run(tmp_path, data_dir, None, [SUM_TASK], ["replay"],
-                      judges=[{"name": "bad", "model": "openai/bad", "apiBase": judge.api_base}])
+        outcome = run(
+            tmp_path,
+            data_dir,
+            None,
+            [SUM_TASK],
+            ["replay"],
+            judges=[{"name": "bad", "model": "openai/bad", "apiBase": judge.api_base}],
+        )
     (result,) = outcome.results
     assert result.status == "error" and result.reason == "judge failed on 1/1 claims"
     assert result.coverage is None and garbage["calls"] == 4  # 1 + 3 retries, never scored as 0
     assert outcome.summary["models"]["replay"]["errored"] == 1
 
     with ScriptedProvider(good_judge) as judge:
-        outcome = run(tmp_path, data_dir, None, [SUM_TASK], ["replay"],
-                      judges=[{"name": "good", "model": "openai/good", "apiBase": judge.api_base}])
+        outcome = run(
+            tmp_path,
+            data_dir,
+            None,
+            [SUM_TASK],
+            ["replay"],
+            judges=[{"name": "good", "model": "openai/good", "apiBase": judge.api_base}],
+        )
     (result,) = outcome.results
     assert result.status == "scored" and result.passed and result.judge and result.judge.name == "good"
     assert result.judge.prompt_sha256 and len(judge.requests) == 1
 
 
 def test_server_killed_mid_task_is_an_infrastructure_error(tmp_path: Path, data_dir: Path) -> None:
-    task = dict(SUM_TASK, id="memory-task", enabled_tools=["memory_read_graph", "memory_create_entities"],
-                distractors=[], claims=["The graph is empty"],
-                reference_trajectory=[{"calls": [{"name": "memory_read_graph", "arguments": {}}]}])
+    task = dict(
+        SUM_TASK,
+        id="memory-task",
+        enabled_tools=["memory_read_graph", "memory_create_entities"],
+        distractors=[],
+        claims=["The graph is empty"],
+        reference_trajectory=[{"calls": [{"name": "memory_read_graph", "arguments": {}}]}],
+    )
     killed = {"n": 0}
 
     def script(body: dict[str, Any]) -> Reply:
@@ -190,19 +238,44 @@ def test_tasks_needing_disabled_servers_are_excluded_with_reason(tmp_path: Path,
 
 def test_fresh_state_per_task(tmp_path: Path, data_dir: Path) -> None:
     """A write in one task is invisible to the next: stateful servers get a fresh process and data copy."""
-    writer = dict(SUM_TASK, id="write", enabled_tools=["filesystem_write_file", "filesystem_read_text_file"],
-                  distractors=[], claims=["written"], reference_answer="written",
-                  reference_trajectory=[{"calls": [{"name": "filesystem_write_file",
-                                                    "arguments": {"path": "/data/numbers.txt", "content": "1"}}]}])
-    reader = dict(SUM_TASK, id="read", enabled_tools=["filesystem_read_text_file"], distractors=[],
-                  claims=["The file holds 12 and 30"], reference_answer=None,
-                  reference_trajectory=[{"calls": [{"name": "filesystem_read_text_file",
-                                                    "arguments": {"path": "/data/numbers.txt"}}]}])
+    writer = dict(
+        SUM_TASK,
+        id="write",
+        enabled_tools=["filesystem_write_file", "filesystem_read_text_file"],
+        distractors=[],
+        claims=["written"],
+        reference_answer="written",
+        reference_trajectory=[
+            {
+                "calls": [
+                    {
+                        "name": "filesystem_write_file",
+                        "arguments": {"path": "/data/numbers.txt", "content": "1"},
+                    }
+                ]
+            }
+        ],
+    )
+    reader = dict(
+        SUM_TASK,
+        id="read",
+        enabled_tools=["filesystem_read_text_file"],
+        distractors=[],
+        claims=["The file holds 12 and 30"],
+        reference_answer=None,
+        reference_trajectory=[
+            {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]}
+        ],
+    )
     outcome = run(tmp_path, data_dir, None, [writer, reader], ["replay"], parallelism=1)
     assert [r.task_id for r in outcome.results] == ["read", "write"]
-    record = TaskResult.model_validate_json((tmp_path / "out" / "tasks" / "replay" / "read.r0.json").read_text())
+    record = TaskResult.model_validate_json(
+        (tmp_path / "out" / "tasks" / "replay" / "read.r0.json").read_text()
+    )
     assert record.transcript and record.transcript.calls[0].result == "12\n30\n"
-    written = TaskResult.model_validate_json((tmp_path / "out" / "tasks" / "replay" / "write.r0.json").read_text())
+    written = TaskResult.model_validate_json(
+        (tmp_path / "out" / "tasks" / "replay" / "write.r0.json").read_text()
+    )
     assert written.transcript and not written.transcript.calls[0].is_error
     assert (data_dir / "numbers.txt").read_text() == "12\n30\n"
 
@@ -215,9 +288,18 @@ def test_secrets_never_reach_results(tmp_path: Path, data_dir: Path, monkeypatch
         return Reply(content=f"my key is {secret}")
 
     with ScriptedProvider(leaky) as provider:
-        run_file = write_run(tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", [SUM_TASK]),
-                             [{"name": "leaky", "model": "openai/leaky", "apiBase": provider.api_base,
-                               "apiKeyEnv": "ATLAS_TEST_KEY"}])
+        run_file = write_run(
+            tmp_path / "run.yaml",
+            write_tasks(tmp_path / "tasks.yaml", [SUM_TASK]),
+            [
+                {
+                    "name": "leaky",
+                    "model": "openai/leaky",
+                    "apiBase": provider.api_base,
+                    "apiKeyEnv": "ATLAS_TEST_KEY",
+                }
+            ],
+        )
         run_local(load_run_spec(run_file), tmp_path / "out", data_dir, progress=False)
     headers_seen = provider.requests  # bodies only; the key travelled in the Authorization header
     assert all(secret not in str(b) for b in headers_seen)
@@ -229,8 +311,10 @@ def test_secrets_never_reach_results(tmp_path: Path, data_dir: Path, monkeypatch
 def test_tool_call_budget_ends_the_task_as_a_model_outcome(tmp_path: Path, data_dir: Path) -> None:
     def looper(body: dict[str, Any]) -> Reply:
         n = len(tool_results(body))
-        return Reply(content=f"still looking ({n})", tool_calls=[
-            tool_call("calculator_calculate", {"expression": f"{n}+1"}, f"l{n}")])
+        return Reply(
+            content=f"still looking ({n})",
+            tool_calls=[tool_call("calculator_calculate", {"expression": f"{n}+1"}, f"l{n}")],
+        )
 
     task = dict(SUM_TASK, limits={"max_tool_calls": 4})
     with ScriptedProvider(looper) as provider:
@@ -242,22 +326,31 @@ def test_tool_call_budget_ends_the_task_as_a_model_outcome(tmp_path: Path, data_
 
 def test_streamable_http_transport(tmp_path: Path, data_dir: Path) -> None:
     """The same task over streamable HTTP (the calculator behind mcp-proxy)."""
-    task = dict(SUM_TASK, enabled_tools=["filesystem_read_text_file", "calculator-http_calculate"], distractors=[],
-                reference_trajectory=[
-                    {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]},
-                    {"calls": [{"name": "calculator-http_calculate", "arguments": {"expression": "12+30"}}]}],
-                reference_answer=None)
+    task = dict(
+        SUM_TASK,
+        enabled_tools=["filesystem_read_text_file", "calculator-http_calculate"],
+        distractors=[],
+        reference_trajectory=[
+            {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]},
+            {"calls": [{"name": "calculator-http_calculate", "arguments": {"expression": "12+30"}}]},
+        ],
+        reference_answer=None,
+    )
     outcome = run(tmp_path, data_dir, None, [task], ["replay"])
     (result,) = outcome.results
     record = TaskResult.model_validate_json(
-        (tmp_path / "out" / "tasks" / "replay" / "sum-numbers.r0.json").read_text())
+        (tmp_path / "out" / "tasks" / "replay" / "sum-numbers.r0.json").read_text()
+    )
     assert record.transcript and [c.result for c in record.transcript.calls] == ["12\n30\n", "42"]
     assert result.status == "scored"
 
 
 def test_pooled_server_crash_is_restarted_and_the_call_retried(tmp_path: Path, data_dir: Path) -> None:
     """A stateless server that dies is replaced; its calls are safe to retry, so no task is lost."""
-    tasks = [dict(SUM_TASK, id="first", prompt="[first] add"), dict(SUM_TASK, id="second", prompt="[second] add")]
+    tasks = [
+        dict(SUM_TASK, id="first", prompt="[first] add"),
+        dict(SUM_TASK, id="second", prompt="[second] add"),
+    ]
 
     killed: list[int] = []
 
@@ -271,20 +364,35 @@ def test_pooled_server_crash_is_restarted_and_the_call_retried(tmp_path: Path, d
     assert killed == [1]
     assert all(r.status == "scored" and r.passed for r in outcome.results), outcome.results
     for task_id in ("first", "second"):
-        record = TaskResult.model_validate_json((tmp_path / "out" / "tasks" / "m" / f"{task_id}.r0.json").read_text())
+        record = TaskResult.model_validate_json(
+            (tmp_path / "out" / "tasks" / "m" / f"{task_id}.r0.json").read_text()
+        )
         assert record.transcript and record.transcript.calls[-1].result == "42"
     assert not child_pids("mcp-server-calculator")  # the replacement was stopped at the end too
 
 
 def test_several_judges_primary_decides_others_recorded(tmp_path: Path, data_dir: Path) -> None:
     def strict(body: dict[str, Any]) -> Reply:
-        return Reply(content='{"coverage_outcome": "not_fulfilled", "justification": "no", "confidence": 0.7}')
+        return Reply(
+            content='{"coverage_outcome": "not_fulfilled", "justification": "no", "confidence": 0.7}'
+        )
 
     with ScriptedProvider(strict) as judge:
-        outcome = run(tmp_path, data_dir, None, [SUM_TASK], ["replay"], judges=[
-            {"name": "deterministic"}, {"name": "strict", "model": "openai/strict", "apiBase": judge.api_base}])
+        outcome = run(
+            tmp_path,
+            data_dir,
+            None,
+            [SUM_TASK],
+            ["replay"],
+            judges=[
+                {"name": "deterministic"},
+                {"name": "strict", "model": "openai/strict", "apiBase": judge.api_base},
+            ],
+        )
     (result,) = outcome.results
-    assert result.status == "scored" and result.passed and result.judge and result.judge.name == "deterministic"
+    assert (
+        result.status == "scored" and result.passed and result.judge and result.judge.name == "deterministic"
+    )
     (other,) = result.secondary
     assert other.judge.name == "strict" and other.coverage == 0.0 and other.passed is False
     assert [v.label for v in other.claims] == ["not_fulfilled"]

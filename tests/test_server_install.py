@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from atlasrun.errors import AtlasError
 from atlasrun.servers import install as inst
 from atlasrun.servers.catalog import load_catalog
@@ -43,14 +44,10 @@ def test_install_dir_is_stable_and_keyed_by_pin(_root: Path) -> None:
         assert first.parent == _root
         assert first.name.startswith(f"{spec.name}-{spec.package.version}-")
         bumped = spec.model_copy(
-            update={
-                "package": spec.package.model_copy(update={"version": spec.package.version + ".1"})
-            }
+            update={"package": spec.package.model_copy(update={"version": spec.package.version + ".1"})}
         )
         extra = spec.model_copy(
-            update={
-                "package": spec.package.model_copy(update={"extra": [*spec.package.extra, "x<2"]})
-            }
+            update={"package": spec.package.model_copy(update={"extra": [*spec.package.extra, "x<2"]})}
         )
         assert len({first, inst.install_dir(bumped), inst.install_dir(extra)}) == 3
         assert not inst.is_installed(spec)

@@ -16,9 +16,9 @@ from atlasrun import naming
 from atlasrun.errors import InputError
 from atlasrun.judge.deterministic import DeterministicJudge, _facts, _normalize, _num_match, _numbers
 from atlasrun.runner.local import RunOutcome, run_local
-from atlasrun.scoring.store import ResultsDir
+from atlasrun.runspec.run import load_run_spec
 from atlasrun.scoring.claims import score_claims
-from atlasrun.spec.run import load_run_spec
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.starter.workspace import MARKER, create_workspace
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
@@ -51,8 +51,15 @@ def _coverage(task: Task, response: str) -> float:
 def _corrupt(text: str) -> str:
     """Every digit changed and every name-like token (capitalised, or with _ . / @) scrambled."""
     text = re.sub(r"\d", lambda m: str((int(m.group()) + 5) % 10), text)
-    return re.sub(r"[\w@./+#-]+", lambda m: m.group()[::-1].lower()
-                  if m.group()[0].isupper() or any(c in m.group() for c in "_./@") else m.group(), text)
+    return re.sub(
+        r"[\w@./+#-]+",
+        lambda m: (
+            m.group()[::-1].lower()
+            if m.group()[0].isupper() or any(c in m.group() for c in "_./@")
+            else m.group()
+        ),
+        text,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +96,12 @@ def test_suite_loads_and_meets_the_authoring_rules() -> None:
     multi = [t for t in tasks if len(t.required_servers) > 1]
     assert len(multi) >= 12
     categories = {t.category for t in tasks}
-    assert {"multi_server/sequential", "multi_server/parallel", "single_server/sequential",
-            "single_server/parallel"} <= categories, categories
+    assert {
+        "multi_server/sequential",
+        "multi_server/parallel",
+        "single_server/sequential",
+        "single_server/parallel",
+    } <= categories, categories
     with_parallel_turn = [t for t in tasks if any(len(turn.calls) > 1 for turn in t.reference_trajectory)]
     assert len(with_parallel_turn) >= 5
     used_servers = {s for t in tasks for s in t.required_servers}
@@ -165,22 +176,33 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 
 def _rev(repo: Path, rev: str) -> str:
-    return subprocess.run(["git", "rev-parse", rev], cwd=repo, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", rev], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_workspace_is_deterministic(tmp_path: Path) -> None:
     first, second = create_workspace(tmp_path / "a"), create_workspace(tmp_path / "b")
     tree = _tree(first)
     assert tree == _tree(second)
-    assert {"sales/sales_2024.csv", "hr/employees.csv", "memory.jsonl", "projects/atlas-web/.git/HEAD"} <= set(tree)
+    assert {
+        "sales/sales_2024.csv",
+        "hr/employees.csv",
+        "memory.jsonl",
+        "projects/atlas-web/.git/HEAD",
+    } <= set(tree)
     for root in (first, second):
         repo = root / "projects" / "atlas-web"
         assert _rev(repo, "HEAD") == MAIN_HEAD
         assert _rev(repo, "feature/csv-export") == BRANCH_HEAD
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True,
-                                check=True, env={"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-                                                 "PATH": "/usr/bin:/bin"})
+        status = subprocess.run(
+            ["git", "status", "--porcelain"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"},
+        )
         assert status.stdout == ""
     # recreating a previous workspace replaces it completely
     (first / "stray.txt").write_text("x")

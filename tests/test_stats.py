@@ -10,12 +10,22 @@ from pathlib import Path
 import pytest
 
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo, Label
-from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.agreement import claim_agreement, cohens_kappa, cross_judge_rates
 from atlasrun.scoring.claims import Judgement
 from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.stats import (bootstrap_mean, breakdown, coverage_ci, mcnemar, paired_comparison,
-                                    pass_at_k, pass_hat_k, pass_rate_ci, repeat_stats, threshold_pass_rates)
+from atlasrun.scoring.stats import (
+    bootstrap_mean,
+    breakdown,
+    coverage_ci,
+    mcnemar,
+    paired_comparison,
+    pass_at_k,
+    pass_hat_k,
+    pass_rate_ci,
+    repeat_stats,
+    threshold_pass_rates,
+)
+from atlasrun.scoring.store import ResultsDir
 
 PRIMARY = JudgeInfo(name="primary", kind="llm", model="judge-a", version="1")
 OTHER = JudgeInfo(name="other", kind="llm", model="judge-b", version="1")
@@ -24,11 +34,29 @@ P: Label = "partially_fulfilled"
 N: Label = "not_fulfilled"
 
 
-def result(task_id: str, coverage: float | None = 1.0, *, model: str = "m", repeat: int = 0,
-           status: str = "scored", threshold: float = 0.75, **extra: object) -> TaskResult:
+def result(
+    task_id: str,
+    coverage: float | None = 1.0,
+    *,
+    model: str = "m",
+    repeat: int = 0,
+    status: str = "scored",
+    threshold: float = 0.75,
+    **extra: object,
+) -> TaskResult:
     passed = None if coverage is None else coverage >= threshold
-    return TaskResult.model_validate({"task_id": task_id, "model": model, "repeat": repeat, "status": status,
-                                      "coverage": coverage, "passed": passed, "judge": PRIMARY, **extra})
+    return TaskResult.model_validate(
+        {
+            "task_id": task_id,
+            "model": model,
+            "repeat": repeat,
+            "status": status,
+            "coverage": coverage,
+            "passed": passed,
+            "judge": PRIMARY,
+            **extra,
+        }
+    )
 
 
 # --- bootstrap CIs -------------------------------------------------------------------------------
@@ -63,8 +91,12 @@ def test_bootstrap_degenerate_all_pass_is_one_one() -> None:
 
 
 def test_only_scored_results_count_and_empty_is_none() -> None:
-    rows = [result("a", 1.0), result("b", 0.0), result("c", None, status="error"),
-            result("d", None, status="excluded")]
+    rows = [
+        result("a", 1.0),
+        result("b", 0.0),
+        result("c", None, status="error"),
+        result("d", None, status="excluded"),
+    ]
     ci = pass_rate_ci(rows)
     assert ci is not None and ci.point == 0.5 and ci.n == 2
     assert pass_rate_ci([result("c", None, status="error")]) is None
@@ -104,11 +136,18 @@ def test_breakdowns_by_domain_category_and_server() -> None:
     domain = breakdown(rows, "domain")
     assert list(domain) == ["Code", "Finance"]
     # Finance: a passes (1.0), b fails (0.5): pass rate 1/2, mean coverage (1.0 + 0.5) / 2 = 0.75.
-    assert (domain["Finance"]["scored"], domain["Finance"]["pass_rate"], domain["Finance"]["mean_coverage"]) == \
-        (2, 0.5, 0.75)
+    assert (
+        domain["Finance"]["scored"],
+        domain["Finance"]["pass_rate"],
+        domain["Finance"]["mean_coverage"],
+    ) == (2, 0.5, 0.75)
     # Code: c scored and passes; d errored (not in rates, still counted).
-    assert (domain["Code"]["tasks"], domain["Code"]["scored"], domain["Code"]["errored"],
-            domain["Code"]["pass_rate"]) == (2, 1, 1, 1.0)
+    assert (
+        domain["Code"]["tasks"],
+        domain["Code"]["scored"],
+        domain["Code"]["errored"],
+        domain["Code"]["pass_rate"],
+    ) == (2, 1, 1, 1.0)
     category = breakdown(rows, "category")
     # multi_server/sequential: b (0.5, fail), c (0.8, pass): pass 1/2, coverage 1.3 / 2 = 0.65.
     seq = category["multi_server/sequential"]
@@ -135,8 +174,11 @@ def test_pass_at_k_and_pass_hat_k_for_n3_c1() -> None:
 
 def test_repeat_stats_average_over_tasks() -> None:
     # Task a: 1 of 3 repeats pass; task b: 3 of 3 pass (pass@k = pass^k = 1 for every k).
-    rows = [result("a", c, repeat=i) for i, c in enumerate([1.0, 0.0, 0.0])] + \
-        [result("b", 1.0, repeat=i) for i in range(3)] + [result("b", None, repeat=3, status="error")]
+    rows = (
+        [result("a", c, repeat=i) for i, c in enumerate([1.0, 0.0, 0.0])]
+        + [result("b", 1.0, repeat=i) for i in range(3)]
+        + [result("b", None, repeat=3, status="error")]
+    )
     stats = repeat_stats(rows)
     assert stats is not None and (stats.tasks, stats.repeats_min, stats.repeats_max) == (2, 3, 3)
     # pass@k = (a + 1) / 2: k=1 (1/3 + 1)/2 = 2/3, k=2 (2/3 + 1)/2 = 5/6, k=3 (1 + 1)/2 = 1.
@@ -170,11 +212,21 @@ def test_mcnemar_chi_square_for_many_discordant_pairs() -> None:
 
 
 def test_paired_comparison_on_shared_scored_tasks() -> None:
-    a = [result("t1", 1.0, model="A"), result("t2", 1.0, model="A"), result("t3", 0.5, model="A"),
-         result("t4", 1.0, model="A"), result("only-a", 1.0, model="A")]
-    b = [result("t1", 1.0, model="B"), result("t2", 0.0, model="B"), result("t3", 1.0, model="B"),
-         result("t4", 0.5, model="B"), result("only-b", 1.0, model="B"), result("t5", None, model="B",
-                                                                               status="error")]
+    a = [
+        result("t1", 1.0, model="A"),
+        result("t2", 1.0, model="A"),
+        result("t3", 0.5, model="A"),
+        result("t4", 1.0, model="A"),
+        result("only-a", 1.0, model="A"),
+    ]
+    b = [
+        result("t1", 1.0, model="B"),
+        result("t2", 0.0, model="B"),
+        result("t3", 1.0, model="B"),
+        result("t4", 0.5, model="B"),
+        result("only-b", 1.0, model="B"),
+        result("t5", None, model="B", status="error"),
+    ]
     cmp = paired_comparison(a, b)
     assert cmp is not None and cmp.pairs == cmp.tasks == 4
     # A passes t1 t2 t4 (3/4), B passes t1 t3 (2/4): delta +1/4.
@@ -191,12 +243,21 @@ def test_paired_comparison_on_shared_scored_tasks() -> None:
 
 
 def verdicts(labels: list[Label | None]) -> list[ClaimVerdict]:
-    return [ClaimVerdict.labelled(f"claim {i}", label, "") if label else ClaimVerdict.failed(f"claim {i}", "x")
-            for i, label in enumerate(labels)]
+    return [
+        ClaimVerdict.labelled(f"claim {i}", label, "") if label else ClaimVerdict.failed(f"claim {i}", "x")
+        for i, label in enumerate(labels)
+    ]
 
 
-def judged(task_id: str, primary: list[Label | None], other: list[Label | None], *, model: str = "m",
-           passed_other: bool | None = None, status: str = "scored") -> TaskResult:
+def judged(
+    task_id: str,
+    primary: list[Label | None],
+    other: list[Label | None],
+    *,
+    model: str = "m",
+    passed_other: bool | None = None,
+    status: str = "scored",
+) -> TaskResult:
     claims, second = verdicts(primary), verdicts(other)
     cov = sum(v.score or 0 for v in claims) / len(claims)
     r = result(task_id, cov, model=model, status=status, claims=claims)
@@ -210,25 +271,29 @@ def test_cohens_kappa_on_a_hand_counted_table() -> None:
     # Agreements at 1,2,3,5,7,8,10: p_o = 7/10 = 0.7.
     # Marginals A: F 5, P 2, N 3; B: F 5, P 2, N 3.  p_e = .5*.5 + .2*.2 + .3*.3 = .38.
     # kappa = (0.7 - 0.38) / (1 - 0.38) = 0.32 / 0.62 = 16/31 = 0.516129...
-    assert cohens_kappa([(x, y) for x, y in zip(a, b) if x and y]) == pytest.approx(16 / 31)
+    assert cohens_kappa([(x, y) for x, y in zip(a, b, strict=False) if x and y]) == pytest.approx(16 / 31)
     assert cohens_kappa([(F, F), (F, F)]) is None  # p_e = 1: undefined
     assert cohens_kappa([]) is None
     # Perfect agreement across two labels: p_o = 1, p_e = .5*.5 + .5*.5 = .5 -> kappa 1.
     assert cohens_kappa([(F, F), (N, N)]) == 1.0
 
     # Same table through task results; a failed claim (None) on either side is skipped.
-    r1 = judged("t1", a[:5] + [None], b[:5] + [F])
-    r2 = judged("t2", a[5:] + [F], b[5:] + [None])
+    r1 = judged("t1", [*a[:5], None], [*b[:5], F])
+    r2 = judged("t2", [*a[5:], F], [*b[5:], None])
     (pair,) = claim_agreement([r1, r2])
     assert (pair.judge_a, pair.judge_b, pair.claims, pair.skipped) == ("other", "primary", 10, 2)
     assert pair.agreement == pytest.approx(0.7) and pair.kappa == pytest.approx(16 / 31)
 
 
 def test_cross_judge_pass_rates_and_range() -> None:
-    rows = [judged("t1", [F], [F], passed_other=True), judged("t2", [F], [N], passed_other=False),
-            judged("t3", [F], [F], passed_other=True), judged("t4", [N], [N], passed_other=False),
-            judged("t5", [F], [None], passed_other=None),  # other judge failed: dropped from both
-            judged("t1", [F], [F], model="x", passed_other=False)]
+    rows = [
+        judged("t1", [F], [F], passed_other=True),
+        judged("t2", [F], [N], passed_other=False),
+        judged("t3", [F], [F], passed_other=True),
+        judged("t4", [N], [N], passed_other=False),
+        judged("t5", [F], [None], passed_other=None),  # other judge failed: dropped from both
+        judged("t1", [F], [F], model="x", passed_other=False),
+    ]
     rates = cross_judge_rates(rows)
     m = rates["m"]
     # On t1..t4: primary passes t1 t2 t3 = 3/4, other passes t1 t3 = 2/4; range 0.75 - 0.5 = 0.25.
@@ -241,7 +306,9 @@ def test_cross_judge_pass_rates_and_range() -> None:
 
 
 def atlas(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "atlasrun.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "atlasrun.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def write_results(root: Path, rows: list[TaskResult]) -> Path:
@@ -256,10 +323,16 @@ def test_atlas_compare_two_results_dirs(tmp_path: Path) -> None:
     # A passes t0..t7 and fails t8, t9; B passes t0, t1 and t8 only; t10 only in A; t11 errored in B.
     cov_a = [1.0] * 8 + [0.5, 0.0]
     cov_b = [1.0, 1.0] + [0.5] * 6 + [1.0, 0.0]
-    out_a = write_results(tmp_path / "a", [result(f"t{i}", c, model="alpha") for i, c in enumerate(cov_a)] +
-                          [result("t10", 1.0, model="alpha")])
-    out_b = write_results(tmp_path / "b", [result(f"t{i}", c, model="beta") for i, c in enumerate(cov_b)] +
-                          [result("t11", None, model="beta", status="error")])
+    out_a = write_results(
+        tmp_path / "a",
+        [result(f"t{i}", c, model="alpha") for i, c in enumerate(cov_a)]
+        + [result("t10", 1.0, model="alpha")],
+    )
+    out_b = write_results(
+        tmp_path / "b",
+        [result(f"t{i}", c, model="beta") for i, c in enumerate(cov_b)]
+        + [result("t11", None, model="beta", status="error")],
+    )
     proc = atlas("compare", str(out_a), str(out_b), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -279,7 +352,9 @@ def test_atlas_compare_two_results_dirs(tmp_path: Path) -> None:
     assert "p=0.125" in table.stdout
 
 
-def test_atlas_compare_two_models_of_one_dir_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_atlas_compare_two_models_of_one_dir_and_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from atlasrun.cli import main  # in-process: same parser and error handling, no interpreter start-up
 
     def compare(*args: str) -> tuple[int, str, str]:
@@ -287,9 +362,16 @@ def test_atlas_compare_two_models_of_one_dir_and_errors(tmp_path: Path, capsys: 
         out, err = capsys.readouterr()
         return code, out, err
 
-    both = write_results(tmp_path / "both", [result("t1", 1.0, model="alpha"), result("t1", 0.0, model="beta"),
-                                             result("t2", 1.0, model="alpha"), result("t2", 1.0, model="beta"),
-                                             result("t9", 1.0, model="gamma")])
+    both = write_results(
+        tmp_path / "both",
+        [
+            result("t1", 1.0, model="alpha"),
+            result("t1", 0.0, model="beta"),
+            result("t2", 1.0, model="alpha"),
+            result("t2", 1.0, model="beta"),
+            result("t9", 1.0, model="gamma"),
+        ],
+    )
     code, out, _ = compare(str(both), str(both), "--model-a", "alpha", "--model-b", "beta", "--json")
     assert code == 0
     assert json.loads(out)["pass_rate_diff"]["point"] == 0.5  # (1 + 1)/2 - (0 + 1)/2

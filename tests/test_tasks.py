@@ -14,13 +14,37 @@ from atlasrun.tasks.fields import parse_claims
 from atlasrun.tasks.loader import load_tasks
 
 TRAJ = [
-    {"role": "assistant", "content": "Reading.", "tool_calls": [
-        {"id": "c1", "type": "function",
-         "function": {"name": "filesystem_read_text_file", "arguments": json.dumps({"path": "/data/a.txt"})}}]},
+    {
+        "role": "assistant",
+        "content": "Reading.",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {
+                    "name": "filesystem_read_text_file",
+                    "arguments": json.dumps({"path": "/data/a.txt"}),
+                },
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "hello"}]},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c2", "type": "function", "function": {"name": "calculator_calculate", "arguments": "{\"expression\": \"1+1\"}"}},
-        {"id": "c3", "type": "function", "function": {"name": "calculator_calculate", "arguments": "{\"expression\": \"2+2\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c2",
+                "type": "function",
+                "function": {"name": "calculator_calculate", "arguments": '{"expression": "1+1"}'},
+            },
+            {
+                "id": "c3",
+                "type": "function",
+                "function": {"name": "calculator_calculate", "arguments": '{"expression": "2+2"}'},
+            },
+        ],
+    },
     {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "2"}]},
     {"role": "tool", "tool_call_id": "c3", "content": [{"type": "text", "text": "oops", "isError": True}]},
 ]
@@ -28,8 +52,13 @@ TOOLS = ["filesystem_read_text_file", "filesystem_list_directory", "calculator_c
 
 
 def atlas_row(task: str, **overrides: str) -> dict[str, str]:
-    row = {"TASK": task, "PROMPT": f"prompt {task}", "ENABLED_TOOLS": json.dumps(TOOLS),
-           "GTFA_CLAIMS": "['The file says hello', 'The sum is 2']", "TRAJECTORY": json.dumps(TRAJ)}
+    row = {
+        "TASK": task,
+        "PROMPT": f"prompt {task}",
+        "ENABLED_TOOLS": json.dumps(TOOLS),
+        "GTFA_CLAIMS": "['The file says hello', 'The sum is 2']",
+        "TRAJECTORY": json.dumps(TRAJ),
+    }
     row.update(overrides)
     return row
 
@@ -64,13 +93,22 @@ def test_malformed_claims_row_is_named_and_the_rest_still_load(tmp_path: Path) -
     assert "tasks.csv row 2: field GTFA_CLAIMS" in str(bad)
 
 
-@pytest.mark.parametrize("field,value,expect", [
-    ("PROMPT", "   ", "empty"),
-    ("ENABLED_TOOLS", json.dumps(["calculator", "filesystem_read_text_file"]), "not of the form server_tool"),
-    ("ENABLED_TOOLS", json.dumps(["filesystem_list_directory"]), "unknown tool"),
-    ("TRAJECTORY", "[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {}}]}]", "no function name"),
-])
-def test_bad_fields_are_rejected_with_row_and_field(tmp_path: Path, field: str, value: str, expect: str) -> None:
+@pytest.mark.parametrize(
+    "field,value,expect",
+    [
+        ("PROMPT", "   ", "empty"),
+        (
+            "ENABLED_TOOLS",
+            json.dumps(["calculator", "filesystem_read_text_file"]),
+            "not of the form server_tool",
+        ),
+        ("ENABLED_TOOLS", json.dumps(["filesystem_list_directory"]), "unknown tool"),
+        ("TRAJECTORY", '[{"role": "assistant", "tool_calls": [{"function": {}}]}]', "no function name"),
+    ],
+)
+def test_bad_fields_are_rejected_with_row_and_field(
+    tmp_path: Path, field: str, value: str, expect: str
+) -> None:
     loaded = load_tasks(write_csv(tmp_path / "t.csv", [atlas_row("ok"), atlas_row("bad", **{field: value})]))
     assert [t.id for t in loaded.tasks] == ["ok"]
     (bad,) = loaded.rejected
@@ -90,14 +128,17 @@ def test_jsonl_and_parquet_hold_the_same_rows(tmp_path: Path) -> None:
     assert from_jsonl.rejected[0].where == "t.jsonl line 3"
 
 
-@pytest.mark.parametrize("raw,expect", [
-    ("['a', 'b']", ["a", "b"]),
-    ('["a", "b"]', ["a", "b"]),
-    (["['a', \"it's b\"]"], ["a", "it's b"]),  # the public split wraps the literal in a list
-    ("- a\n- b\n\n", ["a", "b"]),
-    ("1. a\n2) b", ["a", "b"]),
-    ("• a\n• b", ["a", "b"]),
-])
+@pytest.mark.parametrize(
+    "raw,expect",
+    [
+        ("['a', 'b']", ["a", "b"]),
+        ('["a", "b"]', ["a", "b"]),
+        (["['a', \"it's b\"]"], ["a", "it's b"]),  # the public split wraps the literal in a list
+        ("- a\n- b\n\n", ["a", "b"]),
+        ("1. a\n2) b", ["a", "b"]),
+        ("• a\n• b", ["a", "b"]),
+    ],
+)
 def test_claim_encodings(raw: object, expect: list[str]) -> None:
     assert parse_claims(raw) == expect
 
@@ -132,5 +173,7 @@ tasks:
     (task,) = loaded.tasks
     assert task.domain == "Analytics" and task.limits.max_tool_calls == 5
     assert task.category == "multi_server/sequential"
-    assert [(r.where, r.field) for r in loaded.rejected] == [("tasks.yaml task 2", "id"),
-                                                             ("tasks.yaml task 3", "distractors")]
+    assert [(r.where, r.field) for r in loaded.rejected] == [
+        ("tasks.yaml task 2", "id"),
+        ("tasks.yaml task 3", "distractors"),
+    ]

@@ -8,22 +8,43 @@ from typing import Any
 import pytest
 
 from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
-from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.tool_metrics import aggregate_tool_metrics, model_tool_metrics, task_tool_metrics
 
-READ = {"type": "function", "function": {
-    "name": "filesystem_read_text_file", "description": "Read a file",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
-CALC = {"type": "function", "function": {
-    "name": "calculator_calculate", "description": "Evaluate",
-    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
-                   "required": ["expression"], "additionalProperties": False}}}
+READ = {
+    "type": "function",
+    "function": {
+        "name": "filesystem_read_text_file",
+        "description": "Read a file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+}
+CALC = {
+    "type": "function",
+    "function": {
+        "name": "calculator_calculate",
+        "description": "Evaluate",
+        "parameters": {
+            "type": "object",
+            "properties": {"expression": {"type": "string"}},
+            "required": ["expression"],
+            "additionalProperties": False,
+        },
+    },
+}
 
 
 def call(name: str, arguments: Any, error_kind: str | None = None, i: int = 0) -> CallRecord:
-    return CallRecord(id=f"c{i}", name=name, arguments=arguments, is_error=error_kind is not None,
-                      error_kind=error_kind, result="Error" if error_kind else "ok", elapsed_s=0.1)  # type: ignore[arg-type]
+    return CallRecord(
+        id=f"c{i}",
+        name=name,
+        arguments=arguments,
+        is_error=error_kind is not None,
+        error_kind=error_kind,
+        result="Error" if error_kind else "ok",
+        elapsed_s=0.1,
+    )  # type: ignore[arg-type]
 
 
 def transcript(calls: list[CallRecord], **extra: Any) -> Transcript:
@@ -31,20 +52,26 @@ def transcript(calls: list[CallRecord], **extra: Any) -> Transcript:
 
 
 MIXED = [
-    call("filesystem_read_text_file", {"path": "/data/a.txt"}),                    # valid, compliant, ok
-    call("filesystem_write_file", {"path": "/x"}, "not_available"),                 # hallucinated name
-    call("filesystem_read_text_file", {"path": 5}, "tool_error"),                   # schema violation, fails
-    call("calculator_calculate", {"expression": "1/0"}, "tool_error"),              # compliant, fails
-    call("calculator_calculate", {"expression": "1+1", "extra": True}),              # additionalProperties
-    call("calculator_calculate", "not json", "invalid_arguments"),                  # not an object
-    call("filesystem_read_text_file", {"path": "/b"}, "budget"),                    # refused: not counted
+    call("filesystem_read_text_file", {"path": "/data/a.txt"}),  # valid, compliant, ok
+    call("filesystem_write_file", {"path": "/x"}, "not_available"),  # hallucinated name
+    call("filesystem_read_text_file", {"path": 5}, "tool_error"),  # schema violation, fails
+    call("calculator_calculate", {"expression": "1/0"}, "tool_error"),  # compliant, fails
+    call("calculator_calculate", {"expression": "1+1", "extra": True}),  # additionalProperties
+    call("calculator_calculate", "not json", "invalid_arguments"),  # not an object
+    call("filesystem_read_text_file", {"path": "/b"}, "budget"),  # refused: not counted
 ]
 
 
 def test_task_metrics_count_names_schemas_and_failures() -> None:
-    t = transcript(MIXED, turns=4, wall_s=12.5, model_calls=[
-        ModelCallRecord(prompt_tokens=100, completion_tokens=20, cost_usd=0.01),
-        ModelCallRecord(prompt_tokens=150, completion_tokens=30, cost_usd=0.02)])
+    t = transcript(
+        MIXED,
+        turns=4,
+        wall_s=12.5,
+        model_calls=[
+            ModelCallRecord(prompt_tokens=100, completion_tokens=20, cost_usd=0.01),
+            ModelCallRecord(prompt_tokens=150, completion_tokens=30, cost_usd=0.02),
+        ],
+    )
     m = task_tool_metrics(t, "task-1", repeat=2)
     # 7 calls, 1 budget refusal -> 6 attempted; 1 not_available -> 5 valid.
     assert (m.calls, m.budget_refused, m.valid_calls) == (6, 1, 5)
@@ -64,7 +91,11 @@ def test_task_without_calls_has_no_rates() -> None:
     assert (m.calls, m.valid_name_rate, m.schema_compliance, m.execution_success) == (0, None, None, None)
     # Only hallucinated names: valid-name rate 0, the other two undefined (no valid calls).
     only_bad = task_tool_metrics(transcript([call("nope_tool", {}, "not_available")]), "bad")
-    assert (only_bad.valid_name_rate, only_bad.schema_compliance, only_bad.execution_success) == (0.0, None, None)
+    assert (only_bad.valid_name_rate, only_bad.schema_compliance, only_bad.execution_success) == (
+        0.0,
+        None,
+        None,
+    )
 
 
 def test_tool_without_a_usable_schema_is_not_judged() -> None:
@@ -75,8 +106,10 @@ def test_tool_without_a_usable_schema_is_not_judged() -> None:
 
 
 def test_aggregate_means_and_pooled_rates() -> None:
-    first = task_tool_metrics(transcript(MIXED[:4]), "t1")   # rates 3/4, 2/3, 1/3
-    second = task_tool_metrics(transcript([call("calculator_calculate", {"expression": "2"})]), "t2")  # 1, 1, 1
+    first = task_tool_metrics(transcript(MIXED[:4]), "t1")  # rates 3/4, 2/3, 1/3
+    second = task_tool_metrics(
+        transcript([call("calculator_calculate", {"expression": "2"})]), "t2"
+    )  # 1, 1, 1
     empty = task_tool_metrics(transcript([]), "t3")
     agg = aggregate_tool_metrics([first, second, empty])
     assert (agg.tasks, agg.tasks_without_calls, agg.calls) == (3, 1, 5)
@@ -97,8 +130,15 @@ def test_model_tool_metrics_from_a_results_dir(tmp_path: Path) -> None:
     base = {"model": "m", "status": "scored", "coverage": 1.0, "passed": True}
     results.append(TaskResult(task_id="t1", transcript=transcript(MIXED[:4]), **base))  # type: ignore[arg-type]
     results.append(TaskResult(task_id="t2", transcript=transcript([]), **base))  # type: ignore[arg-type]
-    results.append(TaskResult(task_id="t3", model="m", status="error", reason="infra",
-                              transcript=transcript([call("calculator_calculate", {}, "transport")])))
+    results.append(
+        TaskResult(
+            task_id="t3",
+            model="m",
+            status="error",
+            reason="infra",
+            transcript=transcript([call("calculator_calculate", {}, "transport")]),
+        )
+    )
     lost = TaskResult(task_id="t4", transcript=transcript([]), **base)  # type: ignore[arg-type]
     results.append(lost)
     results.task_path(lost).unlink()

@@ -39,15 +39,26 @@ def _ensure_pip_tool(name: str, version: str, executable: str, *, dirname: str |
         if stamp.exists() and exe.exists():
             return exe
         shutil.rmtree(home, ignore_errors=True)
-        steps = [[sys.executable, "-m", "venv", str(home)],
-                 [str(home / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                  "--no-cache-dir", f"{name}=={version}"]]
+        steps = [
+            [sys.executable, "-m", "venv", str(home)],
+            [
+                str(home / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+                f"{name}=={version}",
+            ],
+        ]
         for cmd in steps:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
             if proc.returncode != 0:
                 shutil.rmtree(home, ignore_errors=True)
-                raise ToolInstallError(f"installing {name}=={version} failed: {' '.join(cmd)}\n"
-                                       f"{proc.stdout}{proc.stderr}")
+                raise ToolInstallError(
+                    f"installing {name}=={version} failed: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+                )
         if not exe.exists():
             shutil.rmtree(home, ignore_errors=True)
             raise ToolInstallError(f"{name}=={version} installed no {executable} under {home / 'bin'}")

@@ -60,12 +60,27 @@ def main(argv: list[str]) -> None:
     args = [fill(a) for a in (argv or spec.get("args", []))]
     cwd = fill(spec.get("cwd") or "{data_dir}")
     if not os.path.isdir(cwd):
-        fail(f"the server's working directory {cwd} does not exist (mount the data volume there "
-             "or set ATLAS_DATA_DIR)")
+        fail(
+            f"the server's working directory {cwd} does not exist (mount the data volume there "
+            "or set ATLAS_DATA_DIR)"
+        )
     host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
     log_level = os.environ.get("ATLAS_PROXY_LOG_LEVEL", "WARNING")
-    proxy = [PROXY, "--host", host, "--port", port, "--log-level", log_level,
-             "--pass-environment", "--cwd", cwd, "--", command, *args]
+    proxy = [
+        PROXY,
+        "--host",
+        host,
+        "--port",
+        port,
+        "--log-level",
+        log_level,
+        "--pass-environment",
+        "--cwd",
+        cwd,
+        "--",
+        command,
+        *args,
+    ]
     os.execv(PROXY, proxy)
 
 

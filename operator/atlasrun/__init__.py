@@ -6,7 +6,7 @@ own layer or lower ones (enforced by tests/test_layers.py), low to high:
 1. ``errors``, ``naming``: user-facing errors; the ``{server}_{tool}`` convention
 2. ``tasks``, ``provider``: task files; LLM calls through litellm with the retry policy
 3. ``servers``: catalog, installer, server instances, the per-task tool surface
-4. ``spec``: the run spec (the same schema as the ``AtlasRun`` resource)
+4. ``runspec``: the run spec (the same schema as the ``AtlasRun`` resource)
 5. ``agent``: Agent protocol, litellm and replay agents, transcripts
 6. ``judge``: Judge protocol, LLM claims judge, deterministic judge
 7. ``scoring``: coverage and pass, result records and their store, summaries, statistics

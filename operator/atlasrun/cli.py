@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from atlasrun.errors import AtlasError, InputError
-from atlasrun.spec.run import JudgeSpec, ModelSpec, RunSpec, TasksSource, load_run_spec
+from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec, TasksSource, load_run_spec
 
 
 def _is_run_file(path: Path) -> bool:
@@ -33,16 +33,25 @@ def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     if args.tasks:
         body.tasks = TasksSource(path=str(Path(args.tasks).resolve()))
     if args.model:
-        body.models = [ModelSpec(name=m, api_base=args.api_base, api_key_env=args.api_key_env,
-                                 max_concurrency=args.max_concurrency or 4) for m in args.model]
+        body.models = [
+            ModelSpec(
+                name=m,
+                api_base=args.api_base,
+                api_key_env=args.api_key_env,
+                max_concurrency=args.max_concurrency or 4,
+            )
+            for m in args.model
+        ]
     elif args.api_base or args.api_key_env or args.max_concurrency:
         for model in body.models:
             model.api_base = args.api_base or model.api_base
             model.api_key_env = args.api_key_env or model.api_key_env
             model.max_concurrency = args.max_concurrency or model.max_concurrency
     if args.judge:
-        body.judges = [JudgeSpec(name=j, api_base=args.judge_api_base, api_key_env=args.judge_api_key_env)
-                       for j in args.judge]
+        body.judges = [
+            JudgeSpec(name=j, api_base=args.judge_api_base, api_key_env=args.judge_api_key_env)
+            for j in args.judge
+        ]
     if args.parallelism:
         body.parallelism = args.parallelism
     if args.repeats:
@@ -56,15 +65,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = apply_overrides(load_run_spec(args.run_file), args)
     out = output_dir(spec, args.out)
     if not args.data_dir and not spec.spec.data_dir:
-        print(f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
-              file=sys.stderr)
+        print(
+            f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
+            file=sys.stderr,
+        )
     outcome = run_local(spec, out, Path(args.data_dir) if args.data_dir else None, progress=not args.quiet)
     for rejection in outcome.plan.rejected:
         print(f"rejected: {rejection}", file=sys.stderr)
     for exclusion in outcome.plan.excluded:
         print(f"excluded: task {exclusion.task.id}: {exclusion.reason}", file=sys.stderr)
     if outcome.skipped:
-        print(f"resumed: {outcome.skipped} finished task(s) kept from {out / 'results.jsonl'}", file=sys.stderr)
+        print(
+            f"resumed: {outcome.skipped} finished task(s) kept from {out / 'results.jsonl'}", file=sys.stderr
+        )
     print(format_table(outcome.summary))
     print(f"\nresults: {out / 'results.jsonl'}\nsummary: {out / 'summary.json'}")
     return 0
@@ -121,7 +134,7 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"server": name, "ok": False, "tools": 0}
         try:
             instance = await ServerInstance(spec, data_dir, "/data", args.timeout).start()
-        except Exception as exc:  # noqa: BLE001 - reported per server
+        except Exception as exc:
             row["message"] = str(exc)
             return row
         try:
@@ -132,12 +145,14 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row.update(ok=True, message="listed tools (no check call configured)")
                 return row
             began = time.perf_counter()
-            text, is_error = await instance.call(tool, dict((spec.check or {}).get("arguments") or {}), args.timeout)
+            text, is_error = await instance.call(
+                tool, dict((spec.check or {}).get("arguments") or {}), args.timeout
+            )
             row["call_ms"] = round((time.perf_counter() - began) * 1000, 1)
             # The server answered at protocol level: it is up. A tool-level error (e.g. git_status on
             # a data root that is not a repository) is shown, not failed.
             row.update(ok=True, message=f"{tool}: {'tool error: ' if is_error else ''}{text[:80]!r}")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             row["message"] = f"check call failed: {exc!r}"
         finally:
             await instance.stop()
@@ -153,8 +168,10 @@ def cmd_servers_check(args: argparse.Namespace) -> int:
     else:
         print(f"{'server':<18} {'status':<6} {'start ms':>8} {'call ms':>8} {'tools':>5}  detail")
         for r in rows:
-            print(f"{r['server']:<18} {'ok' if r['ok'] else 'FAIL':<6} {r.get('startup_ms', '-'):>8} "
-                  f"{r.get('call_ms', '-'):>8} {r['tools']:>5}  {r.get('message', '')}")
+            print(
+                f"{r['server']:<18} {'ok' if r['ok'] else 'FAIL':<6} {r.get('startup_ms', '-'):>8} "
+                f"{r.get('call_ms', '-'):>8} {r['tools']:>5}  {r.get('message', '')}"
+            )
     return 0 if all(r["ok"] for r in rows) else 1
 
 
@@ -174,10 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("run_file")
     run.add_argument("--tasks", help="task file (overrides spec.tasks)")
     run.add_argument("--model", action="append", help="model to run (repeatable; 'replay' is built in)")
-    run.add_argument("--api-base", help="OpenAI-compatible endpoint for --model (vLLM, Ollama, LiteLLM proxy)")
+    run.add_argument(
+        "--api-base", help="OpenAI-compatible endpoint for --model (vLLM, Ollama, LiteLLM proxy)"
+    )
     run.add_argument("--api-key-env", help="env var holding the API key for --model")
     run.add_argument("--max-concurrency", type=int, help="per-model concurrency")
-    run.add_argument("--judge", action="append", help="judge (repeatable; first is primary; 'deterministic' built in)")
+    run.add_argument(
+        "--judge", action="append", help="judge (repeatable; first is primary; 'deterministic' built in)"
+    )
     run.add_argument("--judge-api-base")
     run.add_argument("--judge-api-key-env")
     run.add_argument("--data-dir", help="the data root the offline servers see (shown to the model as /data)")
@@ -191,7 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("file")
     validate.set_defaults(func=cmd_validate)
 
-    init = sub.add_parser("init-workspace", help="create the starter suite's sample workspace (the data root)")
+    init = sub.add_parser(
+        "init-workspace", help="create the starter suite's sample workspace (the data root)"
+    )
     init.add_argument("dir")
     init.set_defaults(func=cmd_init_workspace)
 

@@ -18,7 +18,7 @@ class InputError(AtlasError):
         super().__init__(f"{where}: {message}" if where else message)
 
     @classmethod
-    def from_validation(cls, exc: ValidationError, where: str) -> "InputError":
+    def from_validation(cls, exc: ValidationError, where: str) -> InputError:
         return cls(format_validation(exc), where=where)
 
 

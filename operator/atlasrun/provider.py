@@ -35,8 +35,14 @@ def _litellm() -> Any:
 def retryable() -> tuple[type[BaseException], ...]:
     """Provider errors worth retrying: 429, 5xx, connection failures, timeouts."""
     lib = _litellm()
-    return (lib.RateLimitError, lib.InternalServerError, lib.ServiceUnavailableError, lib.BadGatewayError,
-            lib.APIConnectionError, lib.Timeout)
+    return (
+        lib.RateLimitError,
+        lib.InternalServerError,
+        lib.ServiceUnavailableError,
+        lib.BadGatewayError,
+        lib.APIConnectionError,
+        lib.Timeout,
+    )
 
 
 class ProviderError(RuntimeError):
@@ -111,12 +117,19 @@ def _cost(response: Any) -> float:
         return float(hidden["response_cost"] or 0.0)
     try:
         return float(_litellm().completion_cost(completion_response=response) or 0.0)
-    except Exception:  # noqa: BLE001 - unknown models have no price; cost is then 0
+    except Exception:
         return 0.0
 
 
-async def complete(endpoint: Endpoint, messages: list[dict[str, Any]], *, retries: int, backoff_base_s: float,
-                   timeout_s: float = 600.0, **extra: Any) -> Completion:
+async def complete(
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    *,
+    retries: int,
+    backoff_base_s: float,
+    timeout_s: float = 600.0,
+    **extra: Any,
+) -> Completion:
     """One chat completion with harness-side retries. Raises ProviderError when it gives up."""
     kwargs = endpoint.kwargs() | extra
     litellm, retry_on = _litellm(), retryable()
@@ -124,15 +137,23 @@ async def complete(endpoint: Endpoint, messages: list[dict[str, Any]], *, retrie
     while True:
         started = time.perf_counter()
         try:
-            response = await litellm.acompletion(model=endpoint.model, messages=messages, num_retries=0,
-                                                 max_retries=0, timeout=timeout_s, **kwargs)
+            response = await litellm.acompletion(
+                model=endpoint.model,
+                messages=messages,
+                num_retries=0,
+                max_retries=0,
+                timeout=timeout_s,
+                **kwargs,
+            )
         except retry_on as exc:
             if attempt >= retries:
-                raise ProviderError(f"{type(exc).__name__} after {attempt} retries: {_short(exc)}", attempt) from exc
+                raise ProviderError(
+                    f"{type(exc).__name__} after {attempt} retries: {_short(exc)}", attempt
+                ) from exc
             await asyncio.sleep(backoff_s(attempt, backoff_base_s, exc))
             attempt += 1
             continue
-        except Exception as exc:  # noqa: BLE001 - non-retryable provider errors
+        except Exception as exc:
             raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt) from exc
         elapsed = time.perf_counter() - started
         choice = response.choices[0].message

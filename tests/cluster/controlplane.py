@@ -85,8 +85,9 @@ def find_binaries(build: bool = False) -> Binaries:
     (a cold build takes 10-16 minutes on 2 cores) and its progress goes to this process's stderr.
     """
     cmd = ["bash", str(BUILD_SCRIPT)] + ([] if build else ["--check"])
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if build else subprocess.PIPE,
-                          text=True, check=False)
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=None if build else subprocess.PIPE, text=True, check=False
+    )
     if proc.returncode == 3 and not build:
         raise BinariesMissing(f"{(proc.stderr or '').strip()}\nbuild them with: bash {BUILD_SCRIPT}")
     if proc.returncode != 0:
@@ -129,7 +130,7 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
                 return result
         except GiveUp:
             raise
-        except Exception as exc:  # noqa: BLE001 - retried until the deadline
+        except Exception as exc:
             last = exc
         if time.monotonic() >= deadline:
             detail = f" (last error: {last!r})" if last else ""
@@ -254,7 +255,10 @@ class ControlPlane:
         name = self._unique("user")
         self._pki("client", name, user, *groups)
         pki = self._path("pki")
-        auth = {"client-certificate-data": _b64(pki / f"{name}.crt"), "client-key-data": _b64(pki / f"{name}.key")}
+        auth = {
+            "client-certificate-data": _b64(pki / f"{name}.crt"),
+            "client-key-data": _b64(pki / f"{name}.key"),
+        }
         return self._write_kubeconfig(name, auth, namespace)
 
     def service_account_token(
@@ -263,13 +267,20 @@ class ControlPlane:
         """A bound token for ServiceAccount ``namespace/name`` via the TokenRequest API."""
         with self.client() as c:
             if create:
-                r = c.post(f"/api/v1/namespaces/{namespace}/serviceaccounts",
-                           json={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+                r = c.post(
+                    f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                    json={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+                )
                 if r.status_code != 409:
                     r.raise_for_status()
-            r = c.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-                       json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                             "spec": {"expirationSeconds": expiration_seconds}})
+            r = c.post(
+                f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                json={
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {"expirationSeconds": expiration_seconds},
+                },
+            )
             r.raise_for_status()
             return str(r.json()["status"]["token"])
 
@@ -286,24 +297,44 @@ class ControlPlane:
         """An httpx client on the API server: admin (client cert) or, with ``token``, that token."""
         if token is None:
             return httpx.Client(base_url=self.server, verify=self.ssl_context(), timeout=timeout)
-        return httpx.Client(base_url=self.server, verify=self.ssl_context(None), timeout=timeout,
-                            headers={"Authorization": f"Bearer {token}"})
+        return httpx.Client(
+            base_url=self.server,
+            verify=self.ssl_context(None),
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
-    def create_namespace(self, name: str, labels: dict[str, str] | None = None, *,
-                         wait_for_default_sa: bool = True) -> dict[str, Any]:
+    def create_namespace(
+        self, name: str, labels: dict[str, str] | None = None, *, wait_for_default_sa: bool = True
+    ) -> dict[str, Any]:
         """Create a namespace; by default wait until the ServiceAccount controller has made its
         ``default`` ServiceAccount (pods are rejected by admission until then)."""
         with self.client() as c:
-            r = c.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": name, "labels": labels or {}}})
+            r = c.post(
+                "/api/v1/namespaces",
+                json={
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": name, "labels": labels or {}},
+                },
+            )
             r.raise_for_status()
             if wait_for_default_sa:
-                wait_for(lambda: c.get(f"/api/v1/namespaces/{name}/serviceaccounts/default").status_code == 200,
-                         60, f"the default ServiceAccount in namespace {name}")
+                wait_for(
+                    lambda: c.get(f"/api/v1/namespaces/{name}/serviceaccounts/default").status_code == 200,
+                    60,
+                    f"the default ServiceAccount in namespace {name}",
+                )
             return dict(r.json())
 
-    def kubectl(self, *args: str, kubeconfig: Path | None = None, check: bool = True,
-                input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self,
+        *args: str,
+        kubeconfig: Path | None = None,
+        check: bool = True,
+        input: str | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
         """Run the kubectl built with the server (admin kubeconfig unless ``kubeconfig`` is given)."""
         cmd = [str(self.binaries.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
         return subprocess.run(cmd, capture_output=True, text=True, input=input, timeout=timeout, check=check)
@@ -319,13 +350,26 @@ class ControlPlane:
         return f"{prefix}-{self._counter}"
 
     def _pki(self, command: str, *args: str, directory: str = "pki") -> None:
-        subprocess.run([str(self.binaries.pki), command, str(self._path(directory)), *args],
-                       check=True, capture_output=True, text=True)
+        subprocess.run(
+            [str(self.binaries.pki), command, str(self._path(directory)), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
 
     def _make_pki(self) -> None:
         self._pki("ca")
-        self._pki("serving", "apiserver", "127.0.0.1", "localhost", SERVICE_IP, "kubernetes",
-                  "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+        self._pki(
+            "serving",
+            "apiserver",
+            "127.0.0.1",
+            "localhost",
+            SERVICE_IP,
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        )
         self._pki("client", "admin", ADMIN_USER, "system:masters")
         self._pki("client", "kube-controller-manager", "system:kube-controller-manager")
         self._pki("sa-key")
@@ -333,16 +377,21 @@ class ControlPlane:
         self._pki("ca", directory="pki/front-proxy")
         self._pki("client", "client", "front-proxy-client", directory="pki/front-proxy")
 
-    def _write_kubeconfig(self, name: str, user: dict[str, str], namespace: str | None = None,
-                          filename: str | None = None) -> Path:
+    def _write_kubeconfig(
+        self, name: str, user: dict[str, str], namespace: str | None = None, filename: str | None = None
+    ) -> Path:
         context: dict[str, str] = {"cluster": "atlasrun", "user": name}
         if namespace:
             context["namespace"] = namespace
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "atlasrun", "cluster": {
-                "server": self.server, "certificate-authority-data": _b64(self.ca_file)}}],
+            "clusters": [
+                {
+                    "name": "atlasrun",
+                    "cluster": {"server": self.server, "certificate-authority-data": _b64(self.ca_file)},
+                }
+            ],
             "users": [{"name": name, "user": user}],
             "contexts": [{"name": name, "context": context}],
             "current-context": name,
@@ -354,9 +403,14 @@ class ControlPlane:
 
     def _client_cert_kubeconfig(self, name: str) -> Path:
         pki = self._path("pki")
-        return self._write_kubeconfig(name, {"client-certificate-data": _b64(pki / f"{name}.crt"),
-                                             "client-key-data": _b64(pki / f"{name}.key")},
-                                      filename=f"{name}.kubeconfig")
+        return self._write_kubeconfig(
+            name,
+            {
+                "client-certificate-data": _b64(pki / f"{name}.crt"),
+                "client-key-data": _b64(pki / f"{name}.key"),
+            },
+            filename=f"{name}.kubeconfig",
+        )
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log_path = self._path(f"{name}.log")
@@ -369,13 +423,20 @@ class ControlPlane:
         if setpriv:
             args = [setpriv, "--pdeathsig", "TERM", "--", *args]
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=self.workdir, start_new_session=True)
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
         self._procs.append((name, proc))
         return proc
 
-    def _wait_healthy(self, name: str, proc: subprocess.Popen[bytes], check: Callable[[], bool],
-                      timeout: float) -> None:
+    def _wait_healthy(
+        self, name: str, proc: subprocess.Popen[bytes], check: Callable[[], bool], timeout: float
+    ) -> None:
         def ready() -> bool:
             if proc.poll() is not None:
                 raise _Exited(proc.returncode)
@@ -385,7 +446,9 @@ class ControlPlane:
             wait_for(ready, timeout, f"{name} to become ready")
         except (_Exited, TimeoutError) as exc:
             tail = "\n".join(self.log(name).splitlines()[-40:])
-            raise RuntimeError(f"{name} did not start: {exc}\n--- last lines of {self._logs[name]} ---\n{tail}") from None
+            raise RuntimeError(
+                f"{name} did not start: {exc}\n--- last lines of {self._logs[name]} ---\n{tail}"
+            ) from None
 
     def _remaining(self, t0: float) -> float:
         return max(5.0, self.startup_timeout - (time.monotonic() - t0))
@@ -401,20 +464,23 @@ class ControlPlane:
 
     def _start_etcd(self, client_port: int, peer_port: int) -> None:
         client, peer = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
-        proc = self._spawn("etcd", [
-            str(self.binaries.etcd),
-            "--name=atlasrun",
-            f"--data-dir={self._etcd_data_dir()}",
-            "--quota-backend-bytes=1073741824",
-            f"--listen-client-urls={client}",
-            f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=atlasrun={peer}",
-            "--initial-cluster-state=new",
-            "--logger=zap",
-            "--log-level=warn",
-        ])
+        proc = self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--name=atlasrun",
+                f"--data-dir={self._etcd_data_dir()}",
+                "--quota-backend-bytes=1073741824",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=atlasrun={peer}",
+                "--initial-cluster-state=new",
+                "--logger=zap",
+                "--log-level=warn",
+            ],
+        )
 
         def healthy() -> bool:
             r = httpx.get(f"{client}/health", timeout=2)
@@ -426,40 +492,43 @@ class ControlPlane:
         t0 = time.monotonic()
         pki = self._path("pki")
         self.server = f"https://127.0.0.1:{port}"
-        proc = self._spawn("kube-apiserver", [
-            str(self.binaries.kube_apiserver),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--cert-dir={self._path('apiserver-certs')}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--service-account-issuer={ISSUER}",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            # Front proxy (aggregation layer); also publishes the requestheader CA that
-            # delegating components such as kube-controller-manager expect to find.
-            f"--requestheader-client-ca-file={pki / 'front-proxy/ca.crt'}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={pki / 'front-proxy/client.crt'}",
-            f"--proxy-client-key-file={pki / 'front-proxy/client.key'}",
-            "--authorization-mode=Node,RBAC",
-            # Added to the default admission chain (which already has PodSecurity since 1.25).
-            "--enable-admission-plugins=NodeRestriction,PodSecurity",
-            # Let PodSecurity (not the cluster-wide switch) decide about privileged pods.
-            "--allow-privileged=true",
-            # The endpoint reconciler would publish 127.0.0.1 as the `kubernetes` Service
-            # endpoint, which Endpoints validation rejects (loopback); no pod can reach it anyway.
-            "--endpoint-reconciler-type=none",
-            "--profiling=false",
-            *self.apiserver_args,
-        ])
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self._path('apiserver-certs')}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--service-account-issuer={ISSUER}",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # Front proxy (aggregation layer); also publishes the requestheader CA that
+                # delegating components such as kube-controller-manager expect to find.
+                f"--requestheader-client-ca-file={pki / 'front-proxy/ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki / 'front-proxy/client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy/client.key'}",
+                "--authorization-mode=Node,RBAC",
+                # Added to the default admission chain (which already has PodSecurity since 1.25).
+                "--enable-admission-plugins=NodeRestriction,PodSecurity",
+                # Let PodSecurity (not the cluster-wide switch) decide about privileged pods.
+                "--allow-privileged=true",
+                # The endpoint reconciler would publish 127.0.0.1 as the `kubernetes` Service
+                # endpoint, which Endpoints validation rejects (loopback); no pod can reach it anyway.
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                *self.apiserver_args,
+            ],
+        )
         ctx = self.ssl_context()
 
         def ready() -> bool:
@@ -473,30 +542,33 @@ class ControlPlane:
         t0 = time.monotonic()
         pki = self._path("pki")
         kubeconfig = self._client_cert_kubeconfig("kube-controller-manager")
-        proc = self._spawn("kube-controller-manager", [
-            str(self.binaries.kube_controller_manager),
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--cert-dir={self._path('kcm-certs')}",
-            "--leader-elect=false",
-            f"--controllers={self.controllers}",
-            # Every controller acts as its own ServiceAccount (kube-system/job-controller, ...),
-            # as in a real cluster, so their RBAC is exercised too.
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-            f"--cluster-signing-key-file={pki / 'ca.key'}",
-            "--cluster-name=atlasrun",
-            "--allocate-node-cidrs=false",
-            # Default is /usr/libexec/kubernetes/..., which it would create on the host.
-            f"--flex-volume-plugin-dir={self._path('flexvolume')}",
-            "--profiling=false",
-            *self.controller_manager_args,
-        ])
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries.kube_controller_manager),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self._path('kcm-certs')}",
+                "--leader-elect=false",
+                f"--controllers={self.controllers}",
+                # Every controller acts as its own ServiceAccount (kube-system/job-controller, ...),
+                # as in a real cluster, so their RBAC is exercised too.
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                "--cluster-name=atlasrun",
+                "--allocate-node-cidrs=false",
+                # Default is /usr/libexec/kubernetes/..., which it would create on the host.
+                f"--flex-volume-plugin-dir={self._path('flexvolume')}",
+                "--profiling=false",
+                *self.controller_manager_args,
+            ],
+        )
 
         def healthy() -> bool:
             r = httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=5)
@@ -507,9 +579,11 @@ class ControlPlane:
             # The controllers have started once the ServiceAccount controller has done its first sync.
             with self.client() as c:
                 self._wait_healthy(
-                    "kube-controller-manager", proc,
+                    "kube-controller-manager",
+                    proc,
                     lambda: c.get("/api/v1/namespaces/default/serviceaccounts/default").status_code == 200,
-                    self._remaining(t0))
+                    self._remaining(t0),
+                )
 
 
 class _Exited(GiveUp):

@@ -23,9 +23,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -38,17 +38,22 @@ NODE = "standin-node"
 RUNNER = "runner"
 
 
-
-
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class NodeStandIn:
-    def __init__(self, api: httpx.Client, namespace: str, data_dir: Path | None, *, max_pods: int = 4,
-                 extra_env: dict[str, str] | None = None,
-                 instant: Callable[[dict[str, Any]], tuple[int, str]] | None = None,
-                 poll_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        api: httpx.Client,
+        namespace: str,
+        data_dir: Path | None,
+        *,
+        max_pods: int = 4,
+        extra_env: dict[str, str] | None = None,
+        instant: Callable[[dict[str, Any]], tuple[int, str]] | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
         """``instant``: don't run pods, finish each at once with (exit code, termination message)
         from this function (for benchmarking the operator without MCP servers or models)."""
         self.api = api
@@ -67,7 +72,7 @@ class NodeStandIn:
         self._running: dict[str, subprocess.Popen[str]] = {}  # pod uid -> runner process
         self.errors: list[str] = []
 
-    def __enter__(self) -> "NodeStandIn":
+    def __enter__(self) -> NodeStandIn:
         node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
         response = self.api.post("/api/v1/nodes", json=node)
         if response.status_code not in (201, 409):
@@ -107,21 +112,28 @@ class NodeStandIn:
             process = self._running.get(meta["uid"])
             if process is not None and process.poll() is None:
                 process.terminate()
-            self.api.delete(f"/api/v1/namespaces/{self.namespace}/pods/{meta['name']}",
-                            params={"gracePeriodSeconds": "0"})
+            self.api.delete(
+                f"/api/v1/namespaces/{self.namespace}/pods/{meta['name']}", params={"gracePeriodSeconds": "0"}
+            )
 
     def _bind(self, pod: dict[str, Any]) -> None:
         if pod["spec"].get("nodeName"):
             return
         name = pod["metadata"]["name"]
-        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}}
-        self.api.post(f"/api/v1/namespaces/{self.namespace}/pods/{name}/binding", json=binding).raise_for_status()
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
+        }
+        self.api.post(
+            f"/api/v1/namespaces/{self.namespace}/pods/{name}/binding", json=binding
+        ).raise_for_status()
 
     def _run_safely(self, pod: dict[str, Any]) -> None:
         try:
             self._run(pod)
-        except Exception as exc:  # noqa: BLE001 - surfaced to the test through .errors
+        except Exception as exc:
             self.errors.append(f"{pod['metadata']['name']}: {exc!r}")
 
     # --- running a pod -------------------------------------------------------------------------
@@ -160,8 +172,9 @@ class NodeStandIn:
         for mount in container.get("volumeMounts") or []:
             volume = volumes.get(mount["name"]) or {}
             if "configMap" in volume:
-                cm = self.api.get(f"/api/v1/namespaces/{self.namespace}/configmaps/"
-                                  f"{volume['configMap']['name']}")
+                cm = self.api.get(
+                    f"/api/v1/namespaces/{self.namespace}/configmaps/{volume['configMap']['name']}"
+                )
                 cm.raise_for_status()
                 local = root / mount["name"]
                 local.mkdir(parents=True, exist_ok=True)
@@ -170,8 +183,9 @@ class NodeStandIn:
                 mounts[mount["mountPath"]] = local
         return mounts
 
-    def _start_sidecar(self, container: dict[str, Any], data: Path, scratch: Path) -> tuple[str, int,
-                                                                                            subprocess.Popen[bytes]]:
+    def _start_sidecar(
+        self, container: dict[str, Any], data: Path, scratch: Path
+    ) -> tuple[str, int, subprocess.Popen[bytes]]:
         env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or []}
         server = self.catalog.get(env["ATLAS_SERVER_NAME"])
         values = {"data_dir": str(data), "scratch_dir": str(scratch), "port": "0"}
@@ -186,19 +200,44 @@ class NodeStandIn:
             command += ["--cwd", local.cwd]
         command += ["--", str(local.command), *local.args]
         log = open(scratch / f"{server.name}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                env={"PATH": os.environ["PATH"], "HOME": str(scratch)})
+        proc = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ["PATH"], "HOME": str(scratch)},
+        )
         return server.name, port, proc
 
     def _finish(self, name: str, started: str, code: int, message: str, sidecars: list[str]) -> None:
-        terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "message": message,
-                      "startedAt": started, "finishedAt": _now()}
-        self._patch_status(name, {
-            "phase": "Succeeded" if code == 0 else "Failed",
-            "containerStatuses": [self._state(RUNNER, {"terminated": terminated})],
-            "initContainerStatuses": [self._state(s, {"terminated": {
-                "exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": _now()}})
-                for s in sidecars]})
+        terminated = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "message": message,
+            "startedAt": started,
+            "finishedAt": _now(),
+        }
+        self._patch_status(
+            name,
+            {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "containerStatuses": [self._state(RUNNER, {"terminated": terminated})],
+                "initContainerStatuses": [
+                    self._state(
+                        s,
+                        {
+                            "terminated": {
+                                "exitCode": 0,
+                                "reason": "Completed",
+                                "startedAt": started,
+                                "finishedAt": _now(),
+                            }
+                        },
+                    )
+                    for s in sidecars
+                ],
+            },
+        )
         self.ran.append(name)
 
     def _run(self, pod: dict[str, Any]) -> None:
@@ -224,16 +263,30 @@ class NodeStandIn:
             runner = next(c for c in pod["spec"]["containers"] if c["name"] == RUNNER)
             mounts = self._configmap_dir(pod, runner, root)
             termination = root / "termination-log"
-            env = {"PATH": os.environ["PATH"], **self._env(runner, mounts), **self.extra_env,
-                   "ATLAS_SERVER_PORTS": json.dumps(ports), "ATLAS_DATA_ROOT": str(data),
-                   "ATLAS_TERMINATION_PATH": str(termination), "HOME": str(root)}
-            self._patch_status(name, {"phase": "Running", "startTime": started, "hostIP": "127.0.0.1",
-                                      "containerStatuses": [self._state(RUNNER, {"running": {"startedAt": started}})]})
+            env = {
+                "PATH": os.environ["PATH"],
+                **self._env(runner, mounts),
+                **self.extra_env,
+                "ATLAS_SERVER_PORTS": json.dumps(ports),
+                "ATLAS_DATA_ROOT": str(data),
+                "ATLAS_TERMINATION_PATH": str(termination),
+                "HOME": str(root),
+            }
+            self._patch_status(
+                name,
+                {
+                    "phase": "Running",
+                    "startTime": started,
+                    "hostIP": "127.0.0.1",
+                    "containerStatuses": [self._state(RUNNER, {"running": {"startedAt": started}})],
+                },
+            )
             if runner["command"][:2] != ["atlas", "run-task"]:
                 raise ValueError(f"runner command {runner['command']} is not atlas run-task")
             command = [sys.executable, "-m", "atlasrun.cli", *runner["command"][1:], *runner.get("args", [])]
-            runner_proc = subprocess.Popen(command, env=env, cwd=root, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True)
+            runner_proc = subprocess.Popen(
+                command, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
             self._running[pod["metadata"]["uid"]] = runner_proc
             try:
                 _, stderr = runner_proc.communicate(timeout=600)
@@ -255,11 +308,20 @@ class NodeStandIn:
 
     @staticmethod
     def _state(name: str, state: dict[str, Any]) -> dict[str, Any]:
-        return {"name": name, "state": state, "ready": "running" in state, "restartCount": 0,
-                "image": "standin", "imageID": "", "started": "running" in state}
+        return {
+            "name": name,
+            "state": state,
+            "ready": "running" in state,
+            "restartCount": 0,
+            "image": "standin",
+            "imageID": "",
+            "started": "running" in state,
+        }
 
     def _patch_status(self, pod: str, status: dict[str, Any]) -> None:
-        response = self.api.patch(f"/api/v1/namespaces/{self.namespace}/pods/{pod}/status",
-                                  json={"status": status},
-                                  headers={"Content-Type": "application/strategic-merge-patch+json"})
+        response = self.api.patch(
+            f"/api/v1/namespaces/{self.namespace}/pods/{pod}/status",
+            json={"status": status},
+            headers={"Content-Type": "application/strategic-merge-patch+json"},
+        )
         response.raise_for_status()

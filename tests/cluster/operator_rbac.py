@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import yaml
-
 from charts.tools import ensure_helm
+
 from cluster.controlplane import ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,14 +24,28 @@ def install_operator_rbac(cp: ControlPlane, namespace: str, watch: list[str] | N
     """Apply the chart's ServiceAccount + RBAC (operator in ``namespace``, watching ``watch``);
     return a kubeconfig that authenticates as that ServiceAccount."""
     helm = ensure_helm()
-    args = [str(helm), "template", RELEASE, str(REPO / "charts" / "atlasrun"), "--namespace", namespace,
-            "--set", f"image.digest={DIGEST}", "--show-only", "templates/serviceaccount.yaml",
-            "--show-only", "templates/rbac.yaml"]
+    args = [
+        str(helm),
+        "template",
+        RELEASE,
+        str(REPO / "charts" / "atlasrun"),
+        "--namespace",
+        namespace,
+        "--set",
+        f"image.digest={DIGEST}",
+        "--show-only",
+        "templates/serviceaccount.yaml",
+        "--show-only",
+        "templates/rbac.yaml",
+    ]
     for i, ns in enumerate(watch or [namespace]):
         args += ["--set", f"watchNamespaces[{i}]={ns}"]
     rendered = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     cp.kubectl("apply", "-f", "-", input=rendered)
-    account = next(doc["metadata"]["name"] for doc in yaml.safe_load_all(rendered)
-                   if doc and doc.get("kind") == "ServiceAccount")
+    account = next(
+        doc["metadata"]["name"]
+        for doc in yaml.safe_load_all(rendered)
+        if doc and doc.get("kind") == "ServiceAccount"
+    )
     token = cp.service_account_token(namespace, account)
     return cp.token_kubeconfig(token, name=account, namespace=namespace)

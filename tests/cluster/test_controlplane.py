@@ -25,7 +25,9 @@ from cluster.controlplane import (
 
 pytestmark = pytest.mark.cluster
 
-K8S_VERSION = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", (HERE / "controlplane" / "go.mod").read_text(), re.MULTILINE)
+K8S_VERSION = re.search(
+    r"^\s*k8s\.io/kubernetes (v\S+)", (HERE / "controlplane" / "go.mod").read_text(), re.MULTILINE
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,25 +43,49 @@ def cp(binaries: Binaries) -> Iterator[ControlPlane]:
 
 
 def pod(name: str, **container_extra: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"],
-                                     **container_extra}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"], **container_extra}]
+        },
+    }
 
 
-RESTRICTED_CONTAINER = {"securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                                            "runAsUser": 1000, "capabilities": {"drop": ["ALL"]},
-                                            "seccompProfile": {"type": "RuntimeDefault"}}}
+RESTRICTED_CONTAINER = {
+    "securityContext": {
+        "allowPrivilegeEscalation": False,
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+}
 
 
 def job(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"backoffLimit": 0, **spec, "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}]}}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            **spec,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}],
+                }
+            },
+        },
+    }
 
 
 def job_pods(c: httpx.Client, ns: str, name: str) -> list[dict[str, Any]]:
-    r = c.get(f"/api/v1/namespaces/{ns}/pods", params={"labelSelector": f"batch.kubernetes.io/job-name={name}"})
+    r = c.get(
+        f"/api/v1/namespaces/{ns}/pods", params={"labelSelector": f"batch.kubernetes.io/job-name={name}"}
+    )
     r.raise_for_status()
     return list(r.json()["items"])
 
@@ -78,7 +104,9 @@ def test_pod_security_rejects_privileged_pod_in_restricted_namespace(cp: Control
     ns = "restricted"
     cp.create_namespace(ns, {"pod-security.kubernetes.io/enforce": "restricted"})
     with cp.client() as c:
-        r = c.post(f"/api/v1/namespaces/{ns}/pods", json=pod("privileged", securityContext={"privileged": True}))
+        r = c.post(
+            f"/api/v1/namespaces/{ns}/pods", json=pod("privileged", securityContext={"privileged": True})
+        )
         assert r.status_code == 403, r.text
         assert 'violates PodSecurity "restricted:latest"' in r.json()["message"]
         assert "privileged" in r.json()["message"]
@@ -99,14 +127,25 @@ def test_job_controller_creates_pod_and_garbage_collector_deletes_it(cp: Control
         pods = wait_for(lambda: job_pods(c, ns, "hello"), 60, "the Job controller to create a pod")
         assert len(pods) == 1
         owner = pods[0]["metadata"]["ownerReferences"][0]
-        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Job", "hello", uid, True)
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+            "Job",
+            "hello",
+            uid,
+            True,
+        )
         assert pods[0]["status"]["phase"] == "Pending"
 
-        r = c.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/hello",
-                      json={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+        r = c.request(
+            "DELETE",
+            f"/apis/batch/v1/namespaces/{ns}/jobs/hello",
+            json={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+        )
         assert r.status_code == 200, r.text
-        wait_for(lambda: c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/hello").status_code == 404, 60,
-                 "the Job to go away")
+        wait_for(
+            lambda: c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/hello").status_code == 404,
+            60,
+            "the Job to go away",
+        )
         wait_for(lambda: job_pods(c, ns, "hello") == [], 60, "the garbage collector to delete the pod")
 
 
@@ -116,17 +155,38 @@ def test_finished_job_is_deleted_by_ttl_controller(cp: ControlPlane) -> None:
     ns = "ttl"
     cp.create_namespace(ns)
     with cp.client() as c:
-        assert c.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=job("done", ttlSecondsAfterFinished=3)).status_code == 201
+        assert (
+            c.post(
+                f"/apis/batch/v1/namespaces/{ns}/jobs", json=job("done", ttlSecondsAfterFinished=3)
+            ).status_code
+            == 201
+        )
         (p,) = wait_for(lambda: job_pods(c, ns, "done"), 60, "the Job controller to create a pod")
         name = p["metadata"]["name"]
         now = "2026-01-01T00:00:00Z"
         p["status"] = {
             "phase": "Succeeded",
-            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}],
-            "containerStatuses": [{"name": "main", "image": "busybox:1.36", "imageID": "", "ready": False,
-                                   "restartCount": 0, "started": False,
-                                   "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                                            "startedAt": now, "finishedAt": now}}}],
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+            ],
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "image": "busybox:1.36",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": now,
+                            "finishedAt": now,
+                        }
+                    },
+                }
+            ],
         }
         r = c.put(f"/api/v1/namespaces/{ns}/pods/{name}/status", json=p)
         assert r.status_code == 200, r.text
@@ -134,11 +194,16 @@ def test_finished_job_is_deleted_by_ttl_controller(cp: ControlPlane) -> None:
         def complete() -> bool:
             status = c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/done").json()["status"]
             return status.get("succeeded") == 1 and any(
-                cond["type"] == "Complete" and cond["status"] == "True" for cond in status.get("conditions", []))
+                cond["type"] == "Complete" and cond["status"] == "True"
+                for cond in status.get("conditions", [])
+            )
 
         wait_for(complete, 60, "the Job controller to mark the Job Complete")
-        wait_for(lambda: c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/done").status_code == 404, 90,
-                 "ttl-after-finished to delete the completed Job")
+        wait_for(
+            lambda: c.get(f"/apis/batch/v1/namespaces/{ns}/jobs/done").status_code == 404,
+            90,
+            "ttl-after-finished to delete the completed Job",
+        )
         wait_for(lambda: job_pods(c, ns, "done") == [], 60, "the garbage collector to delete the pod")
 
 
@@ -149,8 +214,10 @@ def test_rbac_denies_service_account_without_binding(cp: ControlPlane) -> None:
     kubeconfig = cp.token_kubeconfig(token, namespace=ns)
 
     with cp.client(token=token) as sa:
-        me = sa.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
-                     json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        me = sa.post(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
         assert me.json()["status"]["userInfo"]["username"] == f"system:serviceaccount:{ns}:operator"
         r = sa.get(f"/api/v1/namespaces/{ns}/pods")
         assert r.status_code == 403, r.text
@@ -158,19 +225,32 @@ def test_rbac_denies_service_account_without_binding(cp: ControlPlane) -> None:
         assert sa.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=job("nope")).status_code == 403
     denied = cp.kubectl("get", "pods", kubeconfig=kubeconfig, check=False)
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
-    assert cp.kubectl("auth", "can-i", "create", "jobs.batch", kubeconfig=kubeconfig, check=False).stdout.strip() == "no"
+    assert (
+        cp.kubectl("auth", "can-i", "create", "jobs.batch", kubeconfig=kubeconfig, check=False).stdout.strip()
+        == "no"
+    )
 
     # Positive control: a RoleBinding grants exactly what it says.
     with cp.client() as admin:
-        admin.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles", json={
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pod-reader"},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
-        }).raise_for_status()
-        admin.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", json={
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "operator"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": ns}],
-        }).raise_for_status()
+        admin.post(
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+            json={
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "pod-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+            },
+        ).raise_for_status()
+        admin.post(
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+            json={
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "operator"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": ns}],
+            },
+        ).raise_for_status()
     with cp.client(token=token) as sa:
         assert wait_for(lambda: sa.get(f"/api/v1/namespaces/{ns}/pods").status_code == 200, 30, "the binding")
         assert sa.post(f"/apis/batch/v1/namespaces/{ns}/jobs", json=job("nope")).status_code == 403
@@ -181,11 +261,16 @@ def test_rbac_denies_service_account_without_binding(cp: ControlPlane) -> None:
     alice = cp.user_kubeconfig("alice", ["atlasrun-users"])
     whoami = cp.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", kubeconfig=alice)
     assert whoami.stdout == "alice"
-    assert cp.kubectl("auth", "can-i", "list", "pods", "-n", ns, kubeconfig=alice, check=False).stdout.strip() == "no"
+    assert (
+        cp.kubectl("auth", "can-i", "list", "pods", "-n", ns, kubeconfig=alice, check=False).stdout.strip()
+        == "no"
+    )
 
 
 def test_exit_stops_every_process_and_cleans_up(binaries: Binaries) -> None:
-    with ControlPlane(binaries, controllers="serviceaccount-controller,serviceaccount-token-controller") as plane:
+    with ControlPlane(
+        binaries, controllers="serviceaccount-controller,serviceaccount-token-controller"
+    ) as plane:
         procs = plane.processes
         assert sorted(procs) == ["etcd", "kube-apiserver", "kube-controller-manager"]
         assert all(p.poll() is None for p in procs.values())

@@ -12,8 +12,8 @@ import json
 import os
 import signal
 import subprocess
-import time
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,13 +23,13 @@ import pytest
 import yaml
 
 from atlasrun.runner.local import run_local
+from atlasrun.runspec.run import load_run_spec
 from atlasrun.servers.catalog import load_catalog
-from atlasrun.spec.run import load_run_spec
+from atlasrun.servers.instance import free_port
 from atlasrun.starter.workspace import create_workspace
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
-from atlasrun.servers.instance import free_port
 from cluster.controlplane import ControlPlane, binaries_or_skip, wait_for
 from cluster.node_standin import NodeStandIn
 from cluster.operator_rbac import install_operator_rbac
@@ -38,10 +38,24 @@ pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 GROUP_PATH = "/apis/atlasrun.dev/v1alpha1"
 PIN = "@sha256:" + "0" * 64
-TASK_IDS = ["q3-revenue-leader", "engineering-salaries", "latest-commit-author", "northwind-account",
-            "release-meeting-actions", "csv-row-counts"]
-SERVER_PORTS = {"filesystem": 9101, "memory": 9102, "git": 9103, "calculator": 9104, "cli-mcp-server": 9105,
-                "time": 9106, "code-runner": 9107, "everything": 9108}
+TASK_IDS = [
+    "q3-revenue-leader",
+    "engineering-salaries",
+    "latest-commit-author",
+    "northwind-account",
+    "release-meeting-actions",
+    "csv-row-counts",
+]
+SERVER_PORTS = {
+    "filesystem": 9101,
+    "memory": 9102,
+    "git": 9103,
+    "calculator": 9104,
+    "cli-mcp-server": 9105,
+    "time": 9106,
+    "code-runner": 9107,
+    "everything": 9108,
+}
 
 
 def starter_tasks() -> list[Task]:
@@ -55,13 +69,19 @@ def scripted(tasks: list[Task]) -> Any:
     by_prompt = {t.prompt: (i, t) for i, t in enumerate(tasks)}
 
     def script(body: dict[str, Any]) -> Reply:
-        index, task = by_prompt[body["messages"][-1]["content"] if body["messages"][-1]["role"] == "user"
-                                else next(m["content"] for m in body["messages"] if m["role"] == "user")]
+        index, task = by_prompt[
+            body["messages"][-1]["content"]
+            if body["messages"][-1]["role"] == "user"
+            else next(m["content"] for m in body["messages"] if m["role"] == "user")
+        ]
         done = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
         turns = [t for t in task.reference_trajectory if t.calls]
         if done < len(turns):
-            return Reply(tool_calls=[tool_call(c.name, c.arguments, f"c{done}_{j}")
-                                     for j, c in enumerate(turns[done].calls)])
+            return Reply(
+                tool_calls=[
+                    tool_call(c.name, c.arguments, f"c{done}_{j}") for j, c in enumerate(turns[done].calls)
+                ]
+            )
         if body["model"].endswith("sloppy") and index % 2:
             return Reply(content="I could not work that out.")
         return Reply(content=task.reference_answer or "")
@@ -73,9 +93,21 @@ def scripted(tasks: list[Task]) -> Any:
 def cp() -> Iterator[ControlPlane]:
     with ControlPlane(binaries_or_skip()) as plane:
         plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
-        wait_for(lambda: plane.kubectl("get", "crd", "atlasruns.atlasrun.dev", "-o",
-                                       "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                                       check=False).stdout.strip() == "True", 60, "CRD established")
+        wait_for(
+            lambda: (
+                plane.kubectl(
+                    "get",
+                    "crd",
+                    "atlasruns.atlasrun.dev",
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                    check=False,
+                ).stdout.strip()
+                == "True"
+            ),
+            60,
+            "CRD established",
+        )
         yield plane
 
 
@@ -89,8 +121,13 @@ def s3() -> Iterator[str]:
     endpoint = f"http://{host}:{port}"
     import boto3
 
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                 aws_secret_access_key="test").create_bucket(Bucket="results")
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).create_bucket(Bucket="results")
     yield endpoint
     server.stop()
 
@@ -101,8 +138,12 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _secret(name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
-            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
 
 
 def run_manifest(name: str, api_base: str, **cluster: Any) -> dict[str, Any]:
@@ -112,32 +153,64 @@ def run_manifest(name: str, api_base: str, **cluster: Any) -> dict[str, Any]:
         spec = catalog.get(server).model_dump(by_alias=True, exclude_none=True)
         spec.update({"image": f"registry.example/atlasrun/mcp-{server}{PIN}", "port": port})
         inline.append(spec)
-    return {"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun", "metadata": {"name": name}, "spec": {
-        "tasks": {"configMap": "starter-tasks"},
-        "models": [{"name": m, "model": f"openai/{m}", "apiBase": api_base, "maxConcurrency": 2,
-                    "apiKeySecret": {"name": "model-key", "key": "key"}, "apiKeyEnv": "OPENAI_API_KEY"}
-                   for m in ("sharp", "sloppy")],
-        "servers": {"inline": inline, "enabled": list(SERVER_PORTS)},
-        "parallelism": 4,
-        "limits": {"retryBackoffSeconds": 0},
-        "output": {"bucket": "results", "prefix": "e2e", "credentialsSecret": "s3-credentials"},
-        "cluster": {"runnerImage": f"registry.example/atlasrun/runner{PIN}", **cluster}}}
+    return {
+        "apiVersion": "atlasrun.dev/v1alpha1",
+        "kind": "AtlasRun",
+        "metadata": {"name": name},
+        "spec": {
+            "tasks": {"configMap": "starter-tasks"},
+            "models": [
+                {
+                    "name": m,
+                    "model": f"openai/{m}",
+                    "apiBase": api_base,
+                    "maxConcurrency": 2,
+                    "apiKeySecret": {"name": "model-key", "key": "key"},
+                    "apiKeyEnv": "OPENAI_API_KEY",
+                }
+                for m in ("sharp", "sloppy")
+            ],
+            "servers": {"inline": inline, "enabled": list(SERVER_PORTS)},
+            "parallelism": 4,
+            "limits": {"retryBackoffSeconds": 0},
+            "output": {"bucket": "results", "prefix": "e2e", "credentialsSecret": "s3-credentials"},
+            "cluster": {"runnerImage": f"registry.example/atlasrun/runner{PIN}", **cluster},
+        },
+    }
 
 
 class Operator:
     """The operator as its own process, with the given kubeconfig; stoppable and restartable."""
 
     def __init__(self, kubeconfig: Path, namespace: str, s3_endpoint: str, metrics_port: int) -> None:
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "ATLAS_S3_ENDPOINT": s3_endpoint,
-                    "ATLAS_METRICS_PORT": str(metrics_port), "ATLAS_RECONCILE_INTERVAL": "1"}
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "ATLAS_S3_ENDPOINT": s3_endpoint,
+            "ATLAS_METRICS_PORT": str(metrics_port),
+            "ATLAS_RECONCILE_INTERVAL": "1",
+        }
         self.namespace = namespace
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = Path(os.environ.get("TMPDIR", "/tmp")) / f"atlas-operator-{namespace}.log"
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator",
-             "--namespace", self.namespace], env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "kopf",
+                "run",
+                "--standalone",
+                "-m",
+                "atlasrun.cluster.operator",
+                "--namespace",
+                self.namespace,
+            ],
+            env=self.env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc and self.proc.poll() is None:
@@ -162,23 +235,48 @@ def env(cp: ControlPlane, s3: str, workspace: Path) -> Iterator[dict[str, Any]]:
     api = cp.client()
     tasks = starter_tasks()
     base = f"/api/v1/namespaces/{namespace}"
-    for secret in (_secret("model-key", {"key": "sk-e2e-secret-value"}),
-                   _secret("s3-credentials", {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                                              "AWS_REGION": "us-east-1"})):
+    for secret in (
+        _secret("model-key", {"key": "sk-e2e-secret-value"}),
+        _secret(
+            "s3-credentials",
+            {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"},
+        ),
+    ):
         api.post(f"{base}/secrets", json=secret).raise_for_status()
     tasks_yaml = yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in tasks]})
-    api.post(f"{base}/configmaps", json={"apiVersion": "v1", "kind": "ConfigMap",
-                                         "metadata": {"name": "starter-tasks"},
-                                         "data": {"tasks.yaml": tasks_yaml}}).raise_for_status()
+    api.post(
+        f"{base}/configmaps",
+        json={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "starter-tasks"},
+            "data": {"tasks.yaml": tasks_yaml},
+        },
+    ).raise_for_status()
     operator_kubeconfig = install_operator_rbac(cp, namespace)  # the chart's RBAC, nothing more
     with ScriptedProvider(scripted(tasks)) as provider, NodeStandIn(api, namespace, workspace) as node:
-        yield {"cp": cp, "api": api, "namespace": namespace, "provider": provider, "node": node, "s3": s3,
-               "tasks": tasks, "workspace": workspace, "kubeconfig": operator_kubeconfig}
+        yield {
+            "cp": cp,
+            "api": api,
+            "namespace": namespace,
+            "provider": provider,
+            "node": node,
+            "s3": s3,
+            "tasks": tasks,
+            "workspace": workspace,
+            "kubeconfig": operator_kubeconfig,
+        }
 
 
-def wait_phase(api: httpx.Client, namespace: str, name: str, phases: set[str], timeout: float) -> dict[str, Any]:
-    return wait_for(lambda: (run := get_run(api, namespace, name)).get("status", {}).get("phase") in phases
-                    and run, timeout, f"AtlasRun {name} phase in {phases}", interval=1.0)
+def wait_phase(
+    api: httpx.Client, namespace: str, name: str, phases: set[str], timeout: float
+) -> dict[str, Any]:
+    return wait_for(
+        lambda: (run := get_run(api, namespace, name)).get("status", {}).get("phase") in phases and run,
+        timeout,
+        f"AtlasRun {name} phase in {phases}",
+        interval=1.0,
+    )
 
 
 def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], tmp_path: Path) -> None:
@@ -201,11 +299,20 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], t
     local_spec = {k: v for k, v in manifest["spec"].items() if k not in ("cluster", "output")}
     local_spec["tasks"] = {"path": str(tmp_path / "tasks.yaml")}
     local_spec["servers"] = {"enabled": list(SERVER_PORTS)}
-    (tmp_path / "tasks.yaml").write_text(yaml.safe_dump(
-        {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in env["tasks"]]}))
+    (tmp_path / "tasks.yaml").write_text(
+        yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in env["tasks"]]})
+    )
     os.environ["OPENAI_API_KEY"] = "sk-local"
-    local_run.write_text(yaml.safe_dump({"apiVersion": "atlasrun.dev/v1alpha1", "kind": "AtlasRun",
-                                         "metadata": {"name": "local"}, "spec": local_spec}))
+    local_run.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "atlasrun.dev/v1alpha1",
+                "kind": "AtlasRun",
+                "metadata": {"name": "local"},
+                "spec": local_spec,
+            }
+        )
+    )
     local = run_local(load_run_spec(local_run), tmp_path / "out", env["workspace"], progress=False)
     for model in ("sharp", "sloppy"):
         ours, theirs = status["models"][model], local.summary["models"][model]
@@ -217,12 +324,20 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], t
     # Every per-task result is in S3, and the metrics agree with the status.
     import boto3
 
-    objects = boto3.client("s3", endpoint_url=env["s3"], region_name="us-east-1", aws_access_key_id="test",
-                           aws_secret_access_key="test").list_objects_v2(Bucket="results", Prefix="e2e/sweep/tasks/")
+    objects = boto3.client(
+        "s3",
+        endpoint_url=env["s3"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).list_objects_v2(Bucket="results", Prefix="e2e/sweep/tasks/")
     assert objects.get("KeyCount") == 12, objects
     assert status["resultsURI"] == "s3://results/e2e/sweep/"
-    finished = sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
-                   if line.startswith("atlasrun_tasks_total{") and 'run="sweep"' in line)
+    finished = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics_text.splitlines()
+        if line.startswith("atlasrun_tasks_total{") and 'run="sweep"' in line
+    )
     assert finished == 12
     assert 'atlasrun_pass_rate{model="sharp",run="sweep"} 1.0' in metrics_text
 
@@ -246,8 +361,9 @@ def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any])
         operator.stop()
     (condition,) = run["status"]["conditions"]
     assert condition["reason"] == "UnpinnedImage" and "runner:latest" in condition["message"]
-    jobs = api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs",
-                   params={"labelSelector": "atlasrun.dev/run=unpinned"}).json()["items"]
+    jobs = api.get(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs", params={"labelSelector": "atlasrun.dev/run=unpinned"}
+    ).json()["items"]
     assert jobs == []
 
 
@@ -259,12 +375,13 @@ def test_invalid_field_is_rejected_by_the_api_server(env: dict[str, Any]) -> Non
     assert "spec.parallelism" in response.json()["message"]
 
 
-
-
 def _first_turns(provider: ScriptedProvider, since: int) -> list[tuple[str, str]]:
     """(model, prompt) of every request that started a task (only the user message so far)."""
-    return [(r["model"], r["messages"][-1]["content"]) for r in provider.requests[since:]
-            if len(r["messages"]) == 1]
+    return [
+        (r["model"], r["messages"][-1]["content"])
+        for r in provider.requests[since:]
+        if len(r["messages"]) == 1
+    ]
 
 
 def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, Any]) -> None:
@@ -276,8 +393,15 @@ def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, A
     manifest["spec"]["parallelism"] = 2
     try:
         api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
-        wait_for(lambda: int(get_run(api, namespace, "restart").get("status", {}).get("progress", "0/1")
-                             .split("/")[0]) >= 2, 300, "two finished items", interval=0.5)
+        wait_for(
+            lambda: (
+                int(get_run(api, namespace, "restart").get("status", {}).get("progress", "0/1").split("/")[0])
+                >= 2
+            ),
+            300,
+            "two finished items",
+            interval=0.5,
+        )
         operator.stop(signal.SIGKILL)  # no cleanup, no goodbye
         time.sleep(5)  # Jobs keep running and finishing while no operator watches
         operator.start()
@@ -285,8 +409,9 @@ def test_operator_killed_mid_run_neither_loses_nor_repeats_work(env: dict[str, A
     finally:
         operator.stop()
     assert run["status"]["progress"] == "12/12"
-    jobs = api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs",
-                   params={"labelSelector": "atlasrun.dev/run=restart"}).json()["items"]
+    jobs = api.get(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs", params={"labelSelector": "atlasrun.dev/run=restart"}
+    ).json()["items"]
     assert len(jobs) == 12 and len({j["metadata"]["name"] for j in jobs}) == 12
     starts = _first_turns(provider, since)
     assert len(starts) == 12 and len(set(starts)) == 12  # every (model, task) ran exactly once
@@ -298,20 +423,33 @@ def test_deleting_a_run_garbage_collects_its_objects(env: dict[str, Any]) -> Non
     operator.start()
     selector = {"labelSelector": "atlasrun.dev/run=doomed"}
     try:
-        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns",
-                 json=run_manifest("doomed", env["provider"].api_base)).raise_for_status()
-        wait_for(lambda: api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"],
-                 120, "first Jobs")
-        assert api.get(f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
-                       params=selector).json()["items"]
+        api.post(
+            f"{GROUP_PATH}/namespaces/{namespace}/atlasruns",
+            json=run_manifest("doomed", env["provider"].api_base),
+        ).raise_for_status()
+        wait_for(
+            lambda: api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"],
+            120,
+            "first Jobs",
+        )
+        assert api.get(
+            f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies", params=selector
+        ).json()["items"]
         api.delete(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns/doomed").raise_for_status()
 
         def gone() -> bool:
-            kinds = [f"/apis/batch/v1/namespaces/{namespace}/jobs", f"/api/v1/namespaces/{namespace}/pods",
-                     f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
-                     f"/api/v1/namespaces/{namespace}/configmaps"]
-            left = {k.rsplit("/", 1)[1]: [i["metadata"]["name"] for i in api.get(k, params=selector).json()["items"]]
-                    for k in kinds}
+            kinds = [
+                f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                f"/api/v1/namespaces/{namespace}/pods",
+                f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+                f"/api/v1/namespaces/{namespace}/configmaps",
+            ]
+            left = {
+                k.rsplit("/", 1)[1]: [
+                    i["metadata"]["name"] for i in api.get(k, params=selector).json()["items"]
+                ]
+                for k in kinds
+            }
             remaining.clear()
             remaining.update({k: v for k, v in left.items() if v})
             return not remaining
@@ -336,20 +474,28 @@ def test_suspend_cancels_live_jobs_and_resume_finishes_the_run(env: dict[str, An
     manifest["spec"]["parallelism"] = 2
     try:
         api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
-        wait_for(lambda: api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"],
-                 120, "first Jobs")
+        wait_for(
+            lambda: api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"],
+            120,
+            "first Jobs",
+        )
         api.patch(path, json={"spec": {"cluster": {"suspend": True}}}, headers=merge).raise_for_status()
         run = wait_phase(api, namespace, "pausable", {"Suspended"}, timeout=120)
         done_at_suspend = int(run["status"]["progress"].split("/")[0])
 
         def no_live_jobs() -> bool:
             jobs = api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=selector).json()["items"]
-            return all(j.get("status", {}).get("completionTime") or j["metadata"].get("deletionTimestamp")
-                       for j in jobs)
+            return all(
+                j.get("status", {}).get("completionTime") or j["metadata"].get("deletionTimestamp")
+                for j in jobs
+            )
 
         wait_for(no_live_jobs, 120, "live Jobs cancelled")
         time.sleep(3)  # several reconciles: nothing new starts while suspended
-        assert int(get_run(api, namespace, "pausable")["status"]["progress"].split("/")[0]) <= done_at_suspend + 2
+        assert (
+            int(get_run(api, namespace, "pausable")["status"]["progress"].split("/")[0])
+            <= done_at_suspend + 2
+        )
         api.patch(path, json={"spec": {"cluster": {"suspend": False}}}, headers=merge).raise_for_status()
         run = wait_phase(api, namespace, "pausable", {"Succeeded"}, timeout=600)
     finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from atlasrun.agent.transcript import Transcript
+from atlasrun.runspec.run import Limits
 from atlasrun.servers.surface import ToolSurface
-from atlasrun.spec.run import Limits
 from atlasrun.tasks.model import Task
 
 

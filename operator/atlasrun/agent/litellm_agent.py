@@ -15,8 +15,8 @@ from typing import Any
 
 from atlasrun.agent.transcript import ModelCallRecord, Transcript
 from atlasrun.provider import Endpoint, ProviderError, complete
+from atlasrun.runspec.run import Limits
 from atlasrun.servers.surface import ToolSurface
-from atlasrun.spec.run import Limits
 from atlasrun.tasks.model import Task
 
 PROVIDER_NOTE = "provider failed:"
@@ -45,22 +45,31 @@ class LiteLLMAgent:
         transcript.wall_s = time.perf_counter() - started
         return transcript
 
-    async def _loop(self, transcript: Transcript, surface: ToolSurface, limits: Limits, started: float) -> None:
+    async def _loop(
+        self, transcript: Transcript, surface: ToolSurface, limits: Limits, started: float
+    ) -> None:
         tools = surface.openai_tools()
         for _ in range(limits.max_turns):
             record = ModelCallRecord(started_s=time.perf_counter() - started)
             transcript.model_calls.append(record)
             try:
                 completion = await complete(
-                    self.endpoint, transcript.messages, retries=limits.provider_retries,
-                    backoff_base_s=limits.retry_backoff_s, **({"tools": tools} if tools else {}))
+                    self.endpoint,
+                    transcript.messages,
+                    retries=limits.provider_retries,
+                    backoff_base_s=limits.retry_backoff_s,
+                    **({"tools": tools} if tools else {}),
+                )
             except ProviderError as exc:
                 record.error, record.retries = str(exc), exc.retries
                 transcript.stop_reason = "provider_error"
                 transcript.notes.append(f"{PROVIDER_NOTE} {exc}")
                 return
             record.elapsed_s, record.retries = completion.elapsed_s, completion.retries
-            record.prompt_tokens, record.completion_tokens = completion.prompt_tokens, completion.completion_tokens
+            record.prompt_tokens, record.completion_tokens = (
+                completion.prompt_tokens,
+                completion.completion_tokens,
+            )
             record.cost_usd = completion.cost_usd
             transcript.turns += 1
             message = _assistant_message(completion.message)
@@ -69,11 +78,17 @@ class LiteLLMAgent:
             if not tool_calls:
                 transcript.stop_reason = "answered"
                 return
-            records = await asyncio.gather(*(
-                surface.call(tc["function"]["name"], parse_arguments(tc["function"].get("arguments")), tc["id"])
-                for tc in tool_calls))
+            records = await asyncio.gather(
+                *(
+                    surface.call(
+                        tc["function"]["name"], parse_arguments(tc["function"].get("arguments")), tc["id"]
+                    )
+                    for tc in tool_calls
+                )
+            )
             transcript.messages.extend(
-                {"role": "tool", "tool_call_id": r.id, "content": r.result} for r in records)
+                {"role": "tool", "tool_call_id": r.id, "content": r.result} for r in records
+            )
             if surface.infra_errors:
                 transcript.stop_reason = "infra_error"
                 return
@@ -89,8 +104,13 @@ def _assistant_message(raw: dict[str, Any]) -> dict[str, Any]:
     calls = []
     for i, tc in enumerate(raw.get("tool_calls") or []):
         fn = tc.get("function") or {}
-        calls.append({"id": tc.get("id") or f"call_{i}", "type": "function",
-                      "function": {"name": fn.get("name") or "", "arguments": fn.get("arguments") or "{}"}})
+        calls.append(
+            {
+                "id": tc.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {"name": fn.get("name") or "", "arguments": fn.get("arguments") or "{}"},
+            }
+        )
     if calls:
         message["tool_calls"] = calls
     return message

@@ -12,8 +12,8 @@ import json
 import time
 
 from atlasrun.agent.transcript import Transcript
+from atlasrun.runspec.run import Limits
 from atlasrun.servers.surface import ToolSurface
-from atlasrun.spec.run import Limits
 from atlasrun.tasks.model import Task
 
 
@@ -29,11 +29,23 @@ class ReplayAgent:
                 continue
             transcript.turns += 1
             records = await asyncio.gather(*(surface.call(c.name, c.arguments, c.id) for c in turn.calls))
-            transcript.messages.append({
-                "role": "assistant", "content": turn.text or None,
-                "tool_calls": [{"id": r.id, "type": "function",
-                                "function": {"name": r.name, "arguments": json.dumps(r.arguments)}} for r in records]})
-            transcript.messages.extend({"role": "tool", "tool_call_id": r.id, "content": r.result} for r in records)
+            transcript.messages.append(
+                {
+                    "role": "assistant",
+                    "content": turn.text or None,
+                    "tool_calls": [
+                        {
+                            "id": r.id,
+                            "type": "function",
+                            "function": {"name": r.name, "arguments": json.dumps(r.arguments)},
+                        }
+                        for r in records
+                    ],
+                }
+            )
+            transcript.messages.extend(
+                {"role": "tool", "tool_call_id": r.id, "content": r.result} for r in records
+            )
             if surface.infra_errors:
                 transcript.stop_reason = "infra_error"
                 break

@@ -9,13 +9,13 @@ from pydantic import BaseModel, Field
 from atlasrun.servers.calls import CallErrorKind, CallRecord  # noqa: F401 - part of the transcript
 
 StopReason = Literal[
-    "answered",          # the model gave a final answer
+    "answered",  # the model gave a final answer
     "max_turns",
     "max_tool_calls",
     "task_timeout",
-    "provider_error",    # provider kept failing after retries
-    "infra_error",       # a server failed at transport level
-    "replayed",          # replay agent finished the reference trajectory
+    "provider_error",  # provider kept failing after retries
+    "infra_error",  # a server failed at transport level
+    "replayed",  # replay agent finished the reference trajectory
 ]
 
 

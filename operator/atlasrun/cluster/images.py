@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
+from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog, ServerSpec
-from atlasrun.spec.run import RunSpecBody
 
 _DIGEST = re.compile(r"@(?P<algo>[a-z0-9]+(?:[.+_-][a-z0-9]+)*):(?P<hex>[0-9a-zA-Z=_-]+)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

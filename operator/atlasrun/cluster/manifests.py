@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 
 from atlasrun.cluster.crd import KIND
 from atlasrun.errors import InputError
+from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, RunSpecBody
 from atlasrun.servers.catalog import Egress, ServerSpec
-from atlasrun.spec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, RunSpecBody
 from atlasrun.tasks.model import TaskLimits
 
 LABEL_APP = "app.kubernetes.io/name"
@@ -108,8 +108,14 @@ def _fit(name: str, limit: int) -> str:
 
 
 def owner_reference(run_name: str, run_uid: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": run_name, "uid": run_uid,
-            "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": run_name,
+        "uid": run_uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def run_labels(run_name: str) -> dict[str, str]:
@@ -117,8 +123,12 @@ def run_labels(run_name: str) -> dict[str, str]:
 
 
 def work_labels(run_name: str, model: str, task_id: str, repeat: int) -> dict[str, str]:
-    return {**run_labels(run_name), LABEL_MODEL: label_value(model),
-            LABEL_TASK_HASH: _digest(task_id, length=16), LABEL_REPEAT: str(repeat)}
+    return {
+        **run_labels(run_name),
+        LABEL_MODEL: label_value(model),
+        LABEL_TASK_HASH: _digest(task_id, length=16),
+        LABEL_REPEAT: str(repeat),
+    }
 
 
 def server_secret_name(server: str) -> str:
@@ -160,13 +170,17 @@ def _key_env(body: RunSpecBody, model: ModelSpec) -> list[dict[str, Any]]:
         name, ref = api_key_env(spec), spec.api_key_secret
         seen = chosen.setdefault(name, (where, ref.name, ref.key))
         if seen[1:] != (ref.name, ref.key):
-            raise InputError(f"{name} would come from Secret {ref.name}/{ref.key} here but from "
-                             f"{seen[1]}/{seen[2]} for {seen[0]}; set a distinct apiKeyEnv", where=where)
+            raise InputError(
+                f"{name} would come from Secret {ref.name}/{ref.key} here but from "
+                f"{seen[1]}/{seen[2]} for {seen[0]}; set a distinct apiKeyEnv",
+                where=where,
+            )
     return [_secret_env(name, secret, key) for name, (_, secret, key) in chosen.items()]
 
 
-def _container(name: str, image: str, resources: dict[str, Any], env: list[dict[str, Any]],
-               mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def _container(
+    name: str, image: str, resources: dict[str, Any], env: list[dict[str, Any]], mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "name": name,
         "image": image,
@@ -186,8 +200,11 @@ def _check_servers(servers: list[ServerSpec]) -> None:
         if not server.port or not 0 < server.port < 65536:
             raise InputError("cluster mode needs the port (1-65535) its HTTP bridge listens on", where=where)
         if server.port in ports:
-            raise InputError(f"port {server.port} is also used by server {ports[server.port]!r}; "
-                             "servers sharing a pod need distinct ports", where=where)
+            raise InputError(
+                f"port {server.port} is also used by server {ports[server.port]!r}; "
+                "servers sharing a pod need distinct ports",
+                where=where,
+            )
         ports[server.port] = server.name
 
 
@@ -195,8 +212,11 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
     assert server.image and server.port  # _check_servers
     port = server.port
     rendered = server.render({"port": str(port), "data_dir": body.data_mount, "scratch_dir": "/tmp"})
-    env = [_env("ATLAS_SERVER_NAME", server.name), _env("ATLAS_SERVER_PORT", str(port)),
-           _env("ATLAS_DATA_DIR", body.data_mount)]
+    env = [
+        _env("ATLAS_SERVER_NAME", server.name),
+        _env("ATLAS_SERVER_PORT", str(port)),
+        _env("ATLAS_DATA_DIR", body.data_mount),
+    ]
     env += [_env(k, v) for k, v in sorted(rendered.env.items())]
     env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
     name = _fit(SIDECAR_PREFIX + server.name, 63)
@@ -216,8 +236,13 @@ def _seed_data(body: RunSpecBody, runner_image: str, data_mount: dict[str, Any])
     start, so every task sees the same fresh data and no write reaches the shared source."""
     if not body.cluster.data_volume:
         return []
-    seed = _container("seed-data", runner_image, SIDECAR_RESOURCES, [],
-                      [{"name": DATA_SOURCE, "mountPath": DATA_SOURCE_PATH, "readOnly": True}, data_mount])
+    seed = _container(
+        "seed-data",
+        runner_image,
+        SIDECAR_RESOURCES,
+        [],
+        [{"name": DATA_SOURCE, "mountPath": DATA_SOURCE_PATH, "readOnly": True}, data_mount],
+    )
     seed["command"] = ["cp", "-a", f"{DATA_SOURCE_PATH}/.", f"{body.data_mount}/"]
     return [seed]
 
@@ -230,10 +255,23 @@ def _deadline(body: RunSpecBody, limits: Limits, n_servers: int) -> int:
     return math.ceil(attempt + DEADLINE_MARGIN_S) * (body.cluster.backoff_limit + 1)
 
 
-def render_job(run_name: str, run_uid: str, namespace: str, body: RunSpecBody, model: ModelSpec, task_id: str,
-               repeat: int, servers: list[ServerSpec], *, runner_image: str, spec_configmap: str,
-               results_uri: str, s3_secret: str | None, s3_endpoint: str | None,
-               task_limits: TaskLimits | None = None) -> dict[str, Any]:
+def render_job(
+    run_name: str,
+    run_uid: str,
+    namespace: str,
+    body: RunSpecBody,
+    model: ModelSpec,
+    task_id: str,
+    repeat: int,
+    servers: list[ServerSpec],
+    *,
+    runner_image: str,
+    spec_configmap: str,
+    results_uri: str,
+    s3_secret: str | None,
+    s3_endpoint: str | None,
+    task_limits: TaskLimits | None = None,
+) -> dict[str, Any]:
     """The Job running one work item: the task's servers as native sidecars plus the runner.
 
     ``task_limits`` (the task's own overrides) lengthen the Job's deadline when the task
@@ -256,14 +294,21 @@ def render_job(run_name: str, run_uid: str, namespace: str, body: RunSpecBody, m
     if s3_endpoint:
         env.append(_env("AWS_ENDPOINT_URL", s3_endpoint))
     if s3_secret:
-        env += [_secret_env("AWS_ACCESS_KEY_ID", s3_secret, "AWS_ACCESS_KEY_ID"),
-                _secret_env("AWS_SECRET_ACCESS_KEY", s3_secret, "AWS_SECRET_ACCESS_KEY"),
-                _secret_env("AWS_SESSION_TOKEN", s3_secret, "AWS_SESSION_TOKEN", optional=True),
-                _secret_env("AWS_REGION", s3_secret, "AWS_REGION", optional=True)]
+        env += [
+            _secret_env("AWS_ACCESS_KEY_ID", s3_secret, "AWS_ACCESS_KEY_ID"),
+            _secret_env("AWS_SECRET_ACCESS_KEY", s3_secret, "AWS_SECRET_ACCESS_KEY"),
+            _secret_env("AWS_SESSION_TOKEN", s3_secret, "AWS_SESSION_TOKEN", optional=True),
+            _secret_env("AWS_REGION", s3_secret, "AWS_REGION", optional=True),
+        ]
     env += _key_env(body, model)
     runner = {
-        **_container(RUNNER, runner_image, RUNNER_RESOURCES, env,
-                     [{"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}, data_mount]),
+        **_container(
+            RUNNER,
+            runner_image,
+            RUNNER_RESOURCES,
+            env,
+            [{"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}, data_mount],
+        ),
         "command": ["atlas", "run-task"],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -272,10 +317,17 @@ def render_job(run_name: str, run_uid: str, namespace: str, body: RunSpecBody, m
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "initContainers": [*_seed_data(body, runner_image, data_mount),
-                           *(_sidecar(s, body, data_mount) for s in servers)],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": UID,
+            "runAsGroup": UID,
+            "fsGroup": UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "initContainers": [
+            *_seed_data(body, runner_image, data_mount),
+            *(_sidecar(s, body, data_mount) for s in servers),
+        ],
         "containers": [runner],
         "volumes": [
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
@@ -290,9 +342,13 @@ def render_job(run_name: str, run_uid: str, namespace: str, body: RunSpecBody, m
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": job_name(run_name, model.name, task_id, repeat), "namespace": namespace,
-                     "labels": job_labels, "annotations": annotations,
-                     "ownerReferences": [owner_reference(run_name, run_uid)]},
+        "metadata": {
+            "name": job_name(run_name, model.name, task_id, repeat),
+            "namespace": namespace,
+            "labels": job_labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(run_name, run_uid)],
+        },
         "spec": {
             "suspend": body.cluster.suspend,
             "completions": 1,
@@ -300,11 +356,19 @@ def render_job(run_name: str, run_uid: str, namespace: str, body: RunSpecBody, m
             "backoffLimit": body.cluster.backoff_limit,
             "ttlSecondsAfterFinished": body.cluster.ttl_seconds_after_finished,
             "activeDeadlineSeconds": _deadline(body, limits, len(servers)),
-            "podFailurePolicy": {"rules": [
-                {"action": "FailJob",
-                 "onExitCodes": {"containerName": RUNNER, "operator": "In", "values": [EXIT_BAD_INPUT]}},
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            ]},
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": RUNNER,
+                            "operator": "In",
+                            "values": [EXIT_BAD_INPUT],
+                        },
+                    },
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                ]
+            },
             "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
         },
     }
@@ -321,8 +385,9 @@ def _endpoint_egress(url: str) -> Egress:
     return Egress(hosts=[parts.hostname], ports=[port])
 
 
-def egress_targets(body: RunSpecBody, servers: list[ServerSpec],
-                   s3_endpoint: str | None = None) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
+def egress_targets(
+    body: RunSpecBody, servers: list[ServerSpec], s3_endpoint: str | None = None
+) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
     """Declared egress of the run's models, judges and servers (and the S3 endpoint), as
     ({cidr: ports}, {hostname: ports}). Hosts that are IP addresses become /32 or /128 CIDRs;
     an entry without ports means 443."""
@@ -359,12 +424,23 @@ def _grouped(targets: dict[str, set[int]]) -> list[tuple[list[str], list[int]]]:
 
 
 def _policy_metadata(run_name: str, namespace: str, run_uid: str) -> dict[str, Any]:
-    return {"name": _fit(f"{run_name}-egress", 253), "namespace": namespace, "labels": run_labels(run_name),
-            "ownerReferences": [owner_reference(run_name, run_uid)]}
+    return {
+        "name": _fit(f"{run_name}-egress", 253),
+        "namespace": namespace,
+        "labels": run_labels(run_name),
+        "ownerReferences": [owner_reference(run_name, run_uid)],
+    }
 
 
-def render_network_policy(run_name: str, namespace: str, run_uid: str, body: RunSpecBody,
-                          servers: list[ServerSpec], *, s3_endpoint: str | None = None) -> dict[str, Any] | None:
+def render_network_policy(
+    run_name: str,
+    namespace: str,
+    run_uid: str,
+    body: RunSpecBody,
+    servers: list[ServerSpec],
+    *,
+    s3_endpoint: str | None = None,
+) -> dict[str, Any] | None:
     """The run's policy per ``spec.cluster.networkPolicy``: ``vanilla`` (NetworkPolicy),
     ``cilium`` (CiliumNetworkPolicy with toFQDNs) or ``none`` (None). Ingress is denied; egress
     is allowed to DNS (UDP+TCP 53 to kube-dns) and the declared destinations only."""
@@ -376,36 +452,74 @@ def render_network_policy(run_name: str, namespace: str, run_uid: str, body: Run
     selector = {"matchLabels": {LABEL_RUN: label_value(run_name)}}
     if mode == "cilium":
         return _cilium(metadata, selector, cidrs, hosts)
-    dns = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                   "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-           "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
-    egress = [dns] + [{"to": [{"ipBlock": {"cidr": c}} for c in group],
-                       "ports": [{"protocol": "TCP", "port": p} for p in ports]}
-                      for group, ports in _grouped(cidrs)]
+    dns = {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    egress = [dns] + [
+        {
+            "to": [{"ipBlock": {"cidr": c}} for c in group],
+            "ports": [{"protocol": "TCP", "port": p} for p in ports],
+        }
+        for group, ports in _grouped(cidrs)
+    ]
     if hosts:
         metadata["annotations"] = {
-            ANNOTATION_EGRESS_HOSTS: " ".join(f"{h}:{','.join(map(str, sorted(p)))}" for h, p in sorted(hosts.items())),
+            ANNOTATION_EGRESS_HOSTS: " ".join(
+                f"{h}:{','.join(map(str, sorted(p)))}" for h, p in sorted(hosts.items())
+            ),
             ANNOTATION_EGRESS_NOTE: "a NetworkPolicy cannot match hostnames: these hosts are reachable only "
-                                    "through declared cidrs (or use spec.cluster.networkPolicy: cilium)",
+            "through declared cidrs (or use spec.cluster.networkPolicy: cilium)",
         }
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata,
-            "spec": {"podSelector": selector, "policyTypes": ["Ingress", "Egress"], "egress": egress}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": {"podSelector": selector, "policyTypes": ["Ingress", "Egress"], "egress": egress},
+    }
 
 
-def _cilium(metadata: dict[str, Any], selector: dict[str, Any], cidrs: dict[str, set[int]],
-            hosts: dict[str, set[int]]) -> dict[str, Any]:
+def _cilium(
+    metadata: dict[str, Any], selector: dict[str, Any], cidrs: dict[str, set[int]], hosts: dict[str, set[int]]
+) -> dict[str, Any]:
     def to_ports(ports: list[int]) -> list[dict[str, Any]]:
         return [{"ports": [{"port": str(p), "protocol": "TCP"} for p in ports]}]
 
-    dns = {"toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system",
-                                            "k8s:k8s-app": "kube-dns"}}],
-           "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
-                        "rules": {"dns": [{"matchPattern": "*"}]}}]}
+    dns = {
+        "toEndpoints": [
+            {"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}
+        ],
+        "toPorts": [
+            {
+                "ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+                "rules": {"dns": [{"matchPattern": "*"}]},
+            }
+        ],
+    }
     egress = [dns]
-    egress += [{"toCIDRSet": [{"cidr": c} for c in group], "toPorts": to_ports(ports)}
-               for group, ports in _grouped(cidrs)]
-    egress += [{"toFQDNs": [{"matchPattern" if "*" in h else "matchName": h} for h in group],
-                "toPorts": to_ports(ports)} for group, ports in _grouped(hosts)]
-    return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy", "metadata": metadata,
-            "spec": {"endpointSelector": selector, "enableDefaultDeny": {"ingress": True, "egress": True},
-                     "egress": egress}}
+    egress += [
+        {"toCIDRSet": [{"cidr": c} for c in group], "toPorts": to_ports(ports)}
+        for group, ports in _grouped(cidrs)
+    ]
+    egress += [
+        {
+            "toFQDNs": [{"matchPattern" if "*" in h else "matchName": h} for h in group],
+            "toPorts": to_ports(ports),
+        }
+        for group, ports in _grouped(hosts)
+    ]
+    return {
+        "apiVersion": "cilium.io/v2",
+        "kind": "CiliumNetworkPolicy",
+        "metadata": metadata,
+        "spec": {
+            "endpointSelector": selector,
+            "enableDefaultDeny": {"ingress": True, "egress": True},
+            "egress": egress,
+        },
+    }

@@ -22,20 +22,43 @@ PHASES = ("Pending", "Running", "Succeeded", "Blocked", "Suspended")
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
-        self.runs = Gauge("atlasrun_runs", "AtlasRuns by phase (1 for the run's current phase)",
-                          ["run", "phase"], registry=registry)
-        self.tasks = Counter("atlasrun_tasks_total", "Finished work items by outcome",
-                             ["run", "model", "outcome"], registry=registry)
-        self.pass_rate = Gauge("atlasrun_pass_rate", "Pass rate of scored tasks", ["run", "model"],
-                               registry=registry)
-        self.coverage = Gauge("atlasrun_mean_coverage", "Mean claims coverage of scored tasks", ["run", "model"],
-                              registry=registry)
-        self.pending = Gauge("atlasrun_tasks_pending", "Work items not finished yet", ["run", "model"],
-                             registry=registry)
-        self.latency = Histogram("atlasrun_task_duration_seconds", "Agent wall time per task", ["run", "model"],
-                                 buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800), registry=registry)
-        self.errors = Counter("atlasrun_task_errors_total", "Work items that ended in an error, by kind",
-                              ["run", "model", "kind"], registry=registry)
+        self.runs = Gauge(
+            "atlasrun_runs",
+            "AtlasRuns by phase (1 for the run's current phase)",
+            ["run", "phase"],
+            registry=registry,
+        )
+        self.tasks = Counter(
+            "atlasrun_tasks_total",
+            "Finished work items by outcome",
+            ["run", "model", "outcome"],
+            registry=registry,
+        )
+        self.pass_rate = Gauge(
+            "atlasrun_pass_rate", "Pass rate of scored tasks", ["run", "model"], registry=registry
+        )
+        self.coverage = Gauge(
+            "atlasrun_mean_coverage",
+            "Mean claims coverage of scored tasks",
+            ["run", "model"],
+            registry=registry,
+        )
+        self.pending = Gauge(
+            "atlasrun_tasks_pending", "Work items not finished yet", ["run", "model"], registry=registry
+        )
+        self.latency = Histogram(
+            "atlasrun_task_duration_seconds",
+            "Agent wall time per task",
+            ["run", "model"],
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800),
+            registry=registry,
+        )
+        self.errors = Counter(
+            "atlasrun_task_errors_total",
+            "Work items that ended in an error, by kind",
+            ["run", "model", "kind"],
+            registry=registry,
+        )
 
 
 METRICS = Metrics()

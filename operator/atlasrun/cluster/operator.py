@@ -38,8 +38,8 @@ from atlasrun.cluster.manifests import (
 from atlasrun.cluster.reconcile import JobState, decide, parse_summary
 from atlasrun.cluster.store import StoreError, download
 from atlasrun.errors import AtlasError, format_validation
+from atlasrun.runspec.run import API_VERSION, RunSpecBody
 from atlasrun.servers.catalog import Catalog, ServerSpec, load_catalog
-from atlasrun.spec.run import API_VERSION, RunSpecBody
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 
@@ -82,8 +82,13 @@ def _load_tasks(body: RunSpecBody, namespace: str) -> list[Task]:
     if source.config_map:
         cm = client.CoreV1Api().read_namespaced_config_map(source.config_map, namespace)
         data = cm.data or {}
-        key = source.path if source.path in data else next(
-            (k for k in sorted(data) if k.endswith((".yaml", ".yml", ".json", ".jsonl", ".csv"))), None)
+        key = (
+            source.path
+            if source.path in data
+            else next(
+                (k for k in sorted(data) if k.endswith((".yaml", ".yml", ".json", ".jsonl", ".csv"))), None
+            )
+        )
         if key is None:
             raise AtlasError(f"ConfigMap {source.config_map!r} has no task file key")
         cache_key = (namespace, source.config_map, cm.metadata.resource_version, key)
@@ -143,15 +148,27 @@ def _observe(namespace: str, run: str, recorded: dict[str, Any]) -> list[JobStat
         conditions = {c["type"]: c for c in st.get("conditions") or []}
         failed = conditions.get("Failed", {}).get("status") == "True"
         succeeded = conditions.get("Complete", {}).get("status") == "True"
-        states.append(JobState(name=name, active=bool(st.get("active")), succeeded=succeeded, failed=failed,
-                               summary=parse_summary(messages.get(name)),
-                               failure_reason=conditions["Failed"].get("message") if failed else None))
+        states.append(
+            JobState(
+                name=name,
+                active=bool(st.get("active")),
+                succeeded=succeeded,
+                failed=failed,
+                summary=parse_summary(messages.get(name)),
+                failure_reason=conditions["Failed"].get("message") if failed else None,
+            )
+        )
     return states
 
 
 def _condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
-    return {"type": kind, "status": "True" if ok else "False", "reason": reason, "message": message[:1000],
-            "lastTransitionTime": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {
+        "type": kind,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message[:1000],
+        "lastTransitionTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 def _blocked(patch: kopf.Patch, body: Any, reason: str, message: str) -> None:
@@ -166,9 +183,20 @@ def _blocked(patch: kopf.Patch, body: Any, reason: str, message: str) -> None:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 @kopf.timer(GROUP, VERSION, PLURAL, interval=INTERVAL_S, initial_delay=INTERVAL_S)
-def reconcile(name: str, namespace: str, uid: str, spec: dict[str, Any], status: dict[str, Any], body: Any,
-              patch: kopf.Patch, meta: dict[str, Any], **_: Any) -> None:
-    if (status or {}).get("phase") == "Succeeded" and status.get("observedGeneration") == meta.get("generation"):
+def reconcile(
+    name: str,
+    namespace: str,
+    uid: str,
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    body: Any,
+    patch: kopf.Patch,
+    meta: dict[str, Any],
+    **_: Any,
+) -> None:
+    if (status or {}).get("phase") == "Succeeded" and status.get("observedGeneration") == meta.get(
+        "generation"
+    ):
         return
     try:
         run_body = RunSpecBody.model_validate(dict(spec))
@@ -183,9 +211,13 @@ def reconcile(name: str, namespace: str, uid: str, spec: dict[str, Any], status:
         return
     unpinned = unpinned_images(run_body, catalog, runner_image=runner_image)
     if unpinned and not run_body.cluster.allow_unpinned_images:
-        _blocked(patch, body, "UnpinnedImage",
-                 f"images must be pinned by digest (name@sha256:...): {', '.join(unpinned)}; "
-                 "set spec.cluster.allowUnpinnedImages to accept tags")
+        _blocked(
+            patch,
+            body,
+            "UnpinnedImage",
+            f"images must be pinned by digest (name@sha256:...): {', '.join(unpinned)}; "
+            "set spec.cluster.allowUnpinnedImages to accept tags",
+        )
         return
     try:
         tasks = _load_tasks(run_body, namespace)
@@ -195,8 +227,11 @@ def reconcile(name: str, namespace: str, uid: str, spec: dict[str, Any], status:
     enabled = set(run_body.servers.enabled or [s.name for s in catalog.servers])
     runnable, excluded = [], {}
     for task in tasks:
-        missing = [s for s in task.required_servers if s not in enabled or not catalog.by_name().get(s)
-                   or not catalog.get(s).image]
+        missing = [
+            s
+            for s in task.required_servers
+            if s not in enabled or not catalog.by_name().get(s) or not catalog.get(s).image
+        ]
         if missing:
             excluded[task.id] = f"needs server(s) not enabled or without an image: {', '.join(missing)}"
         else:
@@ -207,33 +242,66 @@ def reconcile(name: str, namespace: str, uid: str, spec: dict[str, Any], status:
     core, batch, networking = client.CoreV1Api(), client.BatchV1Api(), client.NetworkingV1Api()
     owner = owner_reference(name, uid)
     if ("ConfigMap", f"{namespace}/{configmap}", uid) not in _CREATED:
-        run_file = {"apiVersion": API_VERSION, "kind": "AtlasRun", "metadata": {"name": name}, "spec": dict(spec)}
+        run_file = {
+            "apiVersion": API_VERSION,
+            "kind": "AtlasRun",
+            "metadata": {"name": name},
+            "spec": dict(spec),
+        }
         tasks_doc = {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in runnable]}
-        _ensure(core.create_namespaced_config_map, namespace, {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": configmap, "labels": run_labels(name), "ownerReferences": [owner]},
-            "data": {"run.yaml": yaml.safe_dump(run_file), "tasks.yaml": yaml.safe_dump(tasks_doc)}})
+        _ensure(
+            core.create_namespaced_config_map,
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": configmap, "labels": run_labels(name), "ownerReferences": [owner]},
+                "data": {"run.yaml": yaml.safe_dump(run_file), "tasks.yaml": yaml.safe_dump(tasks_doc)},
+            },
+        )
         _CREATED.add(("ConfigMap", f"{namespace}/{configmap}", uid))
     servers_used = _servers_for(runnable, catalog, enabled)
-    policy = render_network_policy(name, namespace, uid, run_body, servers_used, s3_endpoint=settings["s3_endpoint"])
+    policy = render_network_policy(
+        name, namespace, uid, run_body, servers_used, s3_endpoint=settings["s3_endpoint"]
+    )
     if policy and ("NetworkPolicy", f"{namespace}/{name}", uid) not in _CREATED:
         if policy["kind"] == "NetworkPolicy":
             _ensure(networking.create_namespaced_network_policy, namespace, policy)
         else:
-            _ensure(lambda ns, m: client.CustomObjectsApi().create_namespaced_custom_object(
-                "cilium.io", "v2", ns, "ciliumnetworkpolicies", m), namespace, policy)
+            _ensure(
+                lambda ns, m: client.CustomObjectsApi().create_namespaced_custom_object(
+                    "cilium.io", "v2", ns, "ciliumnetworkpolicies", m
+                ),
+                namespace,
+                policy,
+            )
         _CREATED.add(("NetworkPolicy", f"{namespace}/{name}", uid))
 
     recorded = dict((status or {}).get("results") or {})
     decision = decide(name, run_body, runnable, excluded, _observe(namespace, name, recorded), recorded)
     for item in decision.create:
-        servers = [catalog.get(s) for s in dict.fromkeys(naming.server_of(t) for t in item.task.enabled_tools)
-                   if s in enabled and catalog.by_name().get(s) and catalog.get(s).image]
+        servers = [
+            catalog.get(s)
+            for s in dict.fromkeys(naming.server_of(t) for t in item.task.enabled_tools)
+            if s in enabled and catalog.by_name().get(s) and catalog.get(s).image
+        ]
         model = next(m for m in run_body.models if m.name == item.model)
-        job = render_job(name, uid, namespace, run_body, model, item.task.id, item.repeat, servers,
-                         runner_image=runner_image, spec_configmap=configmap, results_uri=results_uri,
-                         s3_secret=run_body.output.credentials_secret, s3_endpoint=settings["s3_endpoint"],
-                         task_limits=item.task.limits)
+        job = render_job(
+            name,
+            uid,
+            namespace,
+            run_body,
+            model,
+            item.task.id,
+            item.repeat,
+            servers,
+            runner_image=runner_image,
+            spec_configmap=configmap,
+            results_uri=results_uri,
+            s3_secret=run_body.output.credentials_secret,
+            s3_endpoint=settings["s3_endpoint"],
+            task_limits=item.task.limits,
+        )
         _ensure(batch.create_namespaced_job, namespace, job)
     for job_to_cancel in decision.delete:
         try:
@@ -245,21 +313,37 @@ def reconcile(name: str, namespace: str, uid: str, spec: dict[str, Any], status:
         metrics.task_finished(name, record)
     if decision.newly_recorded:  # a merge patch: adds these keys to status.results
         patch.status["results"] = decision.newly_recorded
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    patch.status.update({**decision.status, "phase": decision.phase, "resultsURI": results_uri,
-                         "observedGeneration": meta.get("generation")})
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    patch.status.update(
+        {
+            **decision.status,
+            "phase": decision.phase,
+            "resultsURI": results_uri,
+            "observedGeneration": meta.get("generation"),
+        }
+    )
     if not (status or {}).get("startTime"):
         patch.status["startTime"] = now
     if decision.phase == "Succeeded" and not (status or {}).get("completionTime"):
         patch.status["completionTime"] = now
-    patch.status["conditions"] = [_condition("Ready", decision.phase != "Blocked", decision.phase,
-                                             f"{decision.status['progress']} work items finished")]
+    patch.status["conditions"] = [
+        _condition(
+            "Ready",
+            decision.phase != "Blocked",
+            decision.phase,
+            f"{decision.status['progress']} work items finished",
+        )
+    ]
     metrics.run_status(name, decision.phase, decision.status["models"])
     if decision.create and not recorded and not decision.newly_recorded:
         kopf.info(body, reason="Started", message=f"created {len(decision.create)} Job(s)")
     if decision.phase == "Succeeded" and (status or {}).get("phase") != "Succeeded":
-        kopf.info(body, reason="Completed", message=f"all {decision.status['progress']} work items finished; "
-                                                      f"pass rates {decision.status['passRates']}")
+        kopf.info(
+            body,
+            reason="Completed",
+            message=f"all {decision.status['progress']} work items finished; "
+            f"pass rates {decision.status['passRates']}",
+        )
     for key, record in decision.newly_recorded.items():
         if record["s"] == "error":
             kopf.warn(body, reason="TaskError", message=f"{key}: {record.get('r')}")
@@ -267,7 +351,9 @@ def reconcile(name: str, namespace: str, uid: str, spec: dict[str, Any], status:
 
 def _servers_for(tasks: list[Task], catalog: Catalog, enabled: set[str]) -> list[ServerSpec]:
     names = dict.fromkeys(naming.server_of(t) for task in tasks for t in task.enabled_tools)
-    return [catalog.get(n) for n in names if n in enabled and catalog.by_name().get(n) and catalog.get(n).image]
+    return [
+        catalog.get(n) for n in names if n in enabled and catalog.by_name().get(n) and catalog.get(n).image
+    ]
 
 
 def _results_uri(body: RunSpecBody, run: str) -> str:

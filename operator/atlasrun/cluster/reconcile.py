@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from atlasrun.cluster.manifests import job_name
-from atlasrun.spec.run import RunSpecBody
+from atlasrun.runspec.run import RunSpecBody
 from atlasrun.tasks.model import Task
 
 Phase = Literal["Pending", "Running", "Succeeded", "Blocked", "Suspended"]
@@ -53,8 +53,12 @@ class Decision:
 
 def work_items(run: str, body: RunSpecBody, tasks: list[Task]) -> list[WorkItem]:
     """Every (model, task, repeat) in a stable order: repeats, then tasks, then models (interleaved)."""
-    return [WorkItem(m.name, t, r, job_name(run, m.name, t.id, r))
-            for r in range(body.repeats) for t in tasks for m in body.models]
+    return [
+        WorkItem(m.name, t, r, job_name(run, m.name, t.id, r))
+        for r in range(body.repeats)
+        for t in tasks
+        for m in body.models
+    ]
 
 
 def record_from_job(job: JobState, model: str) -> dict[str, Any] | None:
@@ -62,11 +66,23 @@ def record_from_job(job: JobState, model: str) -> dict[str, Any] | None:
     None while it is still running."""
     if job.summary is not None and (job.succeeded or job.failed):
         summary = job.summary
-        return {"s": summary.get("status", "error"), "p": summary.get("passed"), "c": summary.get("coverage"),
-                "w": summary.get("wall_s"), "m": model, "r": _short(summary.get("reason"))}
+        return {
+            "s": summary.get("status", "error"),
+            "p": summary.get("passed"),
+            "c": summary.get("coverage"),
+            "w": summary.get("wall_s"),
+            "m": model,
+            "r": _short(summary.get("reason")),
+        }
     if job.failed:
-        return {"s": "error", "p": None, "c": None, "w": None, "m": model,
-                "r": _short(f"job failed: {job.failure_reason or 'no termination message'}")}
+        return {
+            "s": "error",
+            "p": None,
+            "c": None,
+            "w": None,
+            "m": model,
+            "r": _short(f"job failed: {job.failure_reason or 'no termination message'}"),
+        }
     return None
 
 
@@ -77,8 +93,14 @@ def _short(text: Any) -> str | None:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
-def decide(run: str, body: RunSpecBody, tasks: list[Task], excluded: dict[str, str], jobs: list[JobState],
-           recorded: dict[str, dict[str, Any]]) -> Decision:
+def decide(
+    run: str,
+    body: RunSpecBody,
+    tasks: list[Task],
+    excluded: dict[str, str],
+    jobs: list[JobState],
+    recorded: dict[str, dict[str, Any]],
+) -> Decision:
     """Given tasks, observed Jobs and already-recorded results: the next step and the new status."""
     items = work_items(run, body, tasks)
     by_name = {j.name: j for j in jobs}
@@ -116,17 +138,20 @@ def decide(run: str, body: RunSpecBody, tasks: list[Task], excluded: dict[str, s
     done = sum(1 for i in items if i.name in results)
     if body.cluster.suspend:
         decision.phase = "Suspended"
-    elif items and done == len(items):
-        decision.phase = "Succeeded"
-    elif not items:
+    elif (items and done == len(items)) or not items:
         decision.phase = "Succeeded"
     else:
         decision.phase = "Running" if (done or live or decision.create) else "Pending"
     return decision
 
 
-def summarize_status(body: RunSpecBody, items: list[WorkItem], excluded: dict[str, str],
-                     results: dict[str, dict[str, Any]], running: dict[str, int]) -> dict[str, Any]:
+def summarize_status(
+    body: RunSpecBody,
+    items: list[WorkItem],
+    excluded: dict[str, str],
+    results: dict[str, dict[str, Any]],
+    running: dict[str, int],
+) -> dict[str, Any]:
     """Per-model counts, pass rate and mean coverage; the printer-column strings."""
     models: dict[str, dict[str, Any]] = {}
     for model in body.models:
@@ -148,10 +173,17 @@ def summarize_status(body: RunSpecBody, items: list[WorkItem], excluded: dict[st
             "meanCoverage": round(sum(coverages) / len(coverages), 4) if coverages else None,
         }
     done = sum(1 for i in items if i.name in results)
-    pass_rates = " ".join(f"{name}={m['passRate']:.2f}" if m["passRate"] is not None else f"{name}=-"
-                          for name, m in models.items())
-    return {"progress": f"{done}/{len(items)}", "running": sum(running.values()), "models": models, "passRates": pass_rates,
-            "excludedTasks": [{"task": t, "reason": r} for t, r in sorted(excluded.items())]}
+    pass_rates = " ".join(
+        f"{name}={m['passRate']:.2f}" if m["passRate"] is not None else f"{name}=-"
+        for name, m in models.items()
+    )
+    return {
+        "progress": f"{done}/{len(items)}",
+        "running": sum(running.values()),
+        "models": models,
+        "passRates": pass_rates,
+        "excludedTasks": [{"task": t, "reason": r} for t, r in sorted(excluded.items())],
+    }
 
 
 def parse_summary(message: str | None) -> dict[str, Any] | None:

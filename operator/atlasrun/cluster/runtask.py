@@ -63,9 +63,9 @@ from atlasrun.errors import InputError
 from atlasrun.runner.engine import Engine, Item
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.redact import Redactor
+from atlasrun.runspec.run import RunSpec, TasksSource, load_run_spec
 from atlasrun.scoring.result import TaskResult
 from atlasrun.servers.catalog import Catalog
-from atlasrun.spec.run import RunSpec, TasksSource, load_run_spec
 
 EXIT_OK, EXIT_INPUT, EXIT_RETRY, EXIT_STORE = 0, 2, 3, 4
 TERMINATION_LIMIT = 4000  # bytes; Kubernetes keeps at most 4096 per container
@@ -126,8 +126,11 @@ def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = No
 
     tasks = value("tasks", required=False)
     return Inputs(
-        run_spec=Path(str(value("run_spec"))), tasks=Path(tasks) if tasks else None,
-        task_id=str(value("task_id")), model=str(value("model")), repeat=number("repeat", int, None, 0),
+        run_spec=Path(str(value("run_spec"))),
+        tasks=Path(tasks) if tasks else None,
+        task_id=str(value("task_id")),
+        model=str(value("model")),
+        repeat=number("repeat", int, None, 0),
         results_uri=str(value("results_uri")),
         termination_path=Path(value("termination_path", required=False) or DEFAULT_TERMINATION_PATH),
         endpoint_url=given.get("endpoint_url"),
@@ -150,11 +153,16 @@ def load_spec(inputs: Inputs) -> RunSpec:
         raise InputError("missing: the run file names no local tasks path", where=ENV["tasks"])
     models = [m for m in body.models if m.name == inputs.model]
     if not models:
-        raise InputError(f"model {inputs.model!r} is not in the run (models: "
-                         f"{', '.join(m.name for m in body.models)})", where=ENV["model"])
+        raise InputError(
+            f"model {inputs.model!r} is not in the run (models: {', '.join(m.name for m in body.models)})",
+            where=ENV["model"],
+        )
     if inputs.repeat >= body.repeats:
-        raise InputError(f"repeat {inputs.repeat} is out of range (the run has {body.repeats} repeat(s): "
-                         f"0..{body.repeats - 1})", where=ENV["repeat"])
+        raise InputError(
+            f"repeat {inputs.repeat} is out of range (the run has {body.repeats} repeat(s): "
+            f"0..{body.repeats - 1})",
+            where=ENV["repeat"],
+        )
     body.models = models
     return spec
 
@@ -185,11 +193,25 @@ def sidecar_catalog(catalog: Catalog, needed: list[str]) -> Catalog:
         if name in overrides:
             spec = spec.model_copy(update={"port": overrides[name]})
         if not spec.port:
-            raise InputError(f"server {name!r} has no 'port': in cluster mode it is a sidecar serving "
-                             f"http://{SIDECAR_HOST}:<port>/mcp", where="servers")
-        rewritten.append(spec.model_copy(update={
-            "transport": "http", "url": sidecar_url(spec.port), "command": None, "args": [], "env": {},
-            "cwd": None, "package": None, "isolate_data": False}))
+            raise InputError(
+                f"server {name!r} has no 'port': in cluster mode it is a sidecar serving "
+                f"http://{SIDECAR_HOST}:<port>/mcp",
+                where="servers",
+            )
+        rewritten.append(
+            spec.model_copy(
+                update={
+                    "transport": "http",
+                    "url": sidecar_url(spec.port),
+                    "command": None,
+                    "args": [],
+                    "env": {},
+                    "cwd": None,
+                    "package": None,
+                    "isolate_data": False,
+                }
+            )
+        )
     return catalog.merged(rewritten)
 
 
@@ -239,7 +261,9 @@ async def wait_for_ports(ports: dict[str, int], timeout_s: float) -> list[str]:
 async def execute(engine: Engine, item: Item, timeout_s: float, warn: Callable[[str], None]) -> TaskResult:
     ports = {n: int(engine.plan.catalog.get(n).port or 0) for n in needed_servers(engine.plan, item.task.id)}
     for name in await wait_for_ports(ports, timeout_s):
-        warn(f"warning: sidecar {name!r} is not listening on {sidecar_url(ports[name])} after {timeout_s:.0f}s")
+        warn(
+            f"warning: sidecar {name!r} is not listening on {sidecar_url(ports[name])} after {timeout_s:.0f}s"
+        )
     results: list[TaskResult] = []
     engine.on_result = results.append
     await engine.run([item])
@@ -256,17 +280,28 @@ def exit_code(result: TaskResult) -> int:
 
 
 def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]:
-    return {"task": result.task_id, "model": result.model, "repeat": result.repeat, "status": result.status,
-            "reason": result.reason, "coverage": result.coverage, "passed": result.passed,
-            "tool_calls": result.tool_calls, "wall_s": round(result.wall_s, 3),
-            "tokens": {"prompt": result.prompt_tokens, "completion": result.completion_tokens},
-            "cost_usd": result.cost_usd, "infra": code in (EXIT_RETRY, EXIT_STORE), "result": stored,
-            "exit_code": code}
+    return {
+        "task": result.task_id,
+        "model": result.model,
+        "repeat": result.repeat,
+        "status": result.status,
+        "reason": result.reason,
+        "coverage": result.coverage,
+        "passed": result.passed,
+        "tool_calls": result.tool_calls,
+        "wall_s": round(result.wall_s, 3),
+        "tokens": {"prompt": result.prompt_tokens, "completion": result.completion_tokens},
+        "cost_usd": result.cost_usd,
+        "infra": code in (EXIT_RETRY, EXIT_STORE),
+        "result": stored,
+        "exit_code": code,
+    }
 
 
 def failure(inputs: Inputs, reason: str, code: int) -> dict[str, Any]:
-    result = TaskResult(task_id=inputs.task_id, model=inputs.model, repeat=inputs.repeat, status="error",
-                        reason=reason)
+    result = TaskResult(
+        task_id=inputs.task_id, model=inputs.model, repeat=inputs.repeat, status="error", reason=reason
+    )
     return summary(result, None, code)
 
 
@@ -277,8 +312,9 @@ def compact(data: dict[str, Any], limit: int = TERMINATION_LIMIT) -> str:
     while len(text.encode()) > limit:
         strings = [k for k, v in data.items() if isinstance(v, str)]
         if not strings:
-            return json.dumps({"status": data.get("status"), "exit_code": data.get("exit_code"),
-                               "truncated": True})
+            return json.dumps(
+                {"status": data.get("status"), "exit_code": data.get("exit_code"), "truncated": True}
+            )
         longest = max(strings, key=lambda k: len(data[k]))
         value = data[longest]
         data[longest] = value[: len(value) // 2] + "...[truncated]" if len(value) > 32 else ""
@@ -339,8 +375,13 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
     try:
         spec = load_spec(inputs)
         plan = plan_run(spec)
-        store = S3Results(inputs.results_uri, inputs.endpoint_url, attempts=inputs.s3_attempts,
-                          backoff_s=inputs.s3_backoff_s, warn=lambda m: warn(mask(m)))
+        store = S3Results(
+            inputs.results_uri,
+            inputs.endpoint_url,
+            attempts=inputs.s3_attempts,
+            backoff_s=inputs.s3_backoff_s,
+            warn=lambda m: warn(mask(m)),
+        )
         plan.catalog = sidecar_catalog(plan.catalog, needed_servers(plan, inputs.task_id))
         with local_dir(inputs.work_dir) as tmp:
             # The sidecars see the data at ATLAS_DATA_ROOT, by default the data mount itself (paths
@@ -369,10 +410,18 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
         return finish(failure(inputs, f"input: {exc}", EXIT_INPUT), EXIT_INPUT, f"error: {exc}")
     except StoreError as exc:
         if result is None:
-            return finish(failure(inputs, f"storage: {exc}", EXIT_STORE), EXIT_STORE, f"error: storage: {exc}")
+            return finish(
+                failure(inputs, f"storage: {exc}", EXIT_STORE), EXIT_STORE, f"error: storage: {exc}"
+            )
         # The work is done but not stored: keep its costs, claim no verdict.
-        lost = result.model_copy(update={"status": "error", "coverage": None, "passed": None,
-                                         "reason": f"storage: {result.status} result not stored: {exc}"})
+        lost = result.model_copy(
+            update={
+                "status": "error",
+                "coverage": None,
+                "passed": None,
+                "reason": f"storage: {result.status} result not stored: {exc}",
+            }
+        )
         return finish(summary(lost, None, EXIT_STORE), EXIT_STORE, f"error: result not stored: {exc}")
     code = exit_code(result)
     if code != EXIT_OK:
@@ -386,9 +435,23 @@ def main(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | No
         inputs = read_inputs(env, overrides)
     except InputError as exc:
         _stderr(f"error: {exc}")
-        path = Path((overrides or {}).get("termination_path") or env.get(ENV["termination_path"])
-                    or DEFAULT_TERMINATION_PATH)
-        write_termination(path, compact({"status": "error", "reason": f"input: {exc}", "infra": False,
-                                         "result": None, "exit_code": EXIT_INPUT}), _stderr)
+        path = Path(
+            (overrides or {}).get("termination_path")
+            or env.get(ENV["termination_path"])
+            or DEFAULT_TERMINATION_PATH
+        )
+        write_termination(
+            path,
+            compact(
+                {
+                    "status": "error",
+                    "reason": f"input: {exc}",
+                    "infra": False,
+                    "result": None,
+                    "exit_code": EXIT_INPUT,
+                }
+            ),
+            _stderr,
+        )
         return EXIT_INPUT
     return run_task(inputs)

@@ -47,9 +47,19 @@ DEFAULT_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _RETRYABLE_CODES = {
-    "Throttling", "ThrottlingException", "ThrottledException", "SlowDown", "RequestLimitExceeded",
-    "TooManyRequestsException", "RequestTimeout", "RequestTimeoutException", "InternalError",
-    "ServiceUnavailable", "ServiceUnavailableException", "BandwidthLimitExceeded", "PriorRequestNotComplete",
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "SlowDown",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "InternalError",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "BandwidthLimitExceeded",
+    "PriorRequestNotComplete",
 }
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 
@@ -87,8 +97,11 @@ def parse_s3_uri(uri: str, where: str = "results URI") -> S3Location:
     if parts.query or parts.fragment or "@" in parts.netloc:
         raise InputError(f"{uri!r}: an s3:// URI has no user, query or fragment", where)
     if not _BUCKET.match(parts.netloc) or ".." in parts.netloc:
-        raise InputError(f"{uri!r}: {parts.netloc!r} is not a valid bucket name "
-                         "(3-63 lowercase letters, digits, dots, hyphens)", where)
+        raise InputError(
+            f"{uri!r}: {parts.netloc!r} is not a valid bucket name "
+            "(3-63 lowercase letters, digits, dots, hyphens)",
+            where,
+        )
     prefix = parts.path.strip("/")
     segments = prefix.split("/") if prefix else []
     if any(s in ("", ".", "..") for s in segments):
@@ -106,11 +119,16 @@ def _credentials(env: Mapping[str, str]) -> dict[str, str]:
         if env.get("AWS_SESSION_TOKEN"):
             creds["aws_session_token"] = env["AWS_SESSION_TOKEN"]
         return creds
-    if (env.get("AWS_WEB_IDENTITY_TOKEN_FILE") and env.get("AWS_ROLE_ARN")) or \
-            env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+    if (
+        (env.get("AWS_WEB_IDENTITY_TOKEN_FILE") and env.get("AWS_ROLE_ARN"))
+        or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+        or env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+    ):
         return {}
-    raise InputError("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for "
-                     "temporary credentials)", where="S3 credentials")
+    raise InputError(
+        "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)",
+        where="S3 credentials",
+    )
 
 
 def _retryable(exc: Exception) -> bool:
@@ -146,9 +164,17 @@ def _stderr(message: str) -> None:
 class S3Results:
     """One run's results in object storage. Thread-safe (boto3 clients are)."""
 
-    def __init__(self, uri: str, endpoint_url: str | None = None, *, attempts: int = DEFAULT_ATTEMPTS,
-                 backoff_s: float = DEFAULT_BACKOFF_S, redact: Callable[[str], str] = lambda text: text,
-                 warn: Callable[[str], None] = _stderr, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        endpoint_url: str | None = None,
+        *,
+        attempts: int = DEFAULT_ATTEMPTS,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+        redact: Callable[[str], str] = lambda text: text,
+        warn: Callable[[str], None] = _stderr,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         import boto3  # type: ignore[import-untyped]
         from botocore.config import Config  # type: ignore[import-untyped]
 
@@ -158,20 +184,25 @@ class S3Results:
         self.backoff_s = max(0.0, backoff_s)
         self.redact = redact  # applied to every record written (the runner's secret masking)
         self.warn = warn
-        self.endpoint_url = endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
+        self.endpoint_url = (
+            endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
+        )
         if self.endpoint_url and urlsplit(self.endpoint_url).scheme not in ("http", "https"):
             raise InputError(f"{self.endpoint_url!r} is not an http(s) URL", where="S3 endpoint")
         config = Config(
             retries={"total_max_attempts": 1},  # retried here, with one policy for every call
-            connect_timeout=10, read_timeout=60,
+            connect_timeout=10,
+            read_timeout=60,
             # S3-compatible stores: path-style addressing, checksums only where the API requires them.
             s3={"addressing_style": "path"} if self.endpoint_url else {},
-            request_checksum_calculation="when_required", response_checksum_validation="when_required",
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
             user_agent_extra="atlasrun",
         )
-        session = boto3.session.Session(**_credentials(env),
-                                        region_name=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-                                        or "us-east-1")
+        session = boto3.session.Session(
+            **_credentials(env),
+            region_name=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        )
         self._client = session.client("s3", endpoint_url=self.endpoint_url, config=config)
 
     @property
@@ -247,9 +278,15 @@ class S3Results:
 
     def _put(self, name: str, text: str) -> None:
         key = self.location.key(name)
-        self._retry(f"write {self.location.uri(name)}", lambda: self._client.put_object(
-            Bucket=self.location.bucket, Key=key, Body=text.encode("utf-8"),
-            ContentType="application/json"))
+        self._retry(
+            f"write {self.location.uri(name)}",
+            lambda: self._client.put_object(
+                Bucket=self.location.bucket,
+                Key=key,
+                Body=text.encode("utf-8"),
+                ContentType="application/json",
+            ),
+        )
 
     def _get(self, name: str) -> bytes | None:
         return self._get_key(self.location.key(name))
@@ -272,7 +309,9 @@ class S3Results:
 
         def page_after(token: str | None) -> Callable[[], dict[str, Any]]:
             extra = {"ContinuationToken": token} if token else {}
-            return lambda: dict(self._client.list_objects_v2(Bucket=self.location.bucket, Prefix=prefix, **extra))
+            return lambda: dict(
+                self._client.list_objects_v2(Bucket=self.location.bucket, Prefix=prefix, **extra)
+            )
 
         while True:
             page = self._retry(f"list s3://{self.location.bucket}/{prefix}", page_after(token))
@@ -292,11 +331,14 @@ class S3Results:
                 if not _retryable(exc):
                     raise StoreError(f"could not {what}: {exc}", denied=_is_denied(exc)) from exc
                 if attempt == self.attempts:
-                    raise StoreError(f"could not {what} after {attempt} attempts over "
-                                     f"{time.monotonic() - started:.1f}s: {exc}") from exc
+                    raise StoreError(
+                        f"could not {what} after {attempt} attempts over "
+                        f"{time.monotonic() - started:.1f}s: {exc}"
+                    ) from exc
                 delay = min(MAX_BACKOFF_S, self.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-                self.warn(f"s3: {what} failed (attempt {attempt}/{self.attempts}): {exc}; "
-                          f"retrying in {delay:.1f}s")
+                self.warn(
+                    f"s3: {what} failed (attempt {attempt}/{self.attempts}): {exc}; retrying in {delay:.1f}s"
+                )
                 time.sleep(delay)
         raise AssertionError("unreachable")
 

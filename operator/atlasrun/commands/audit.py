@@ -33,8 +33,8 @@ from atlasrun.agent.transcript import CallRecord, Transcript
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
 from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.runspec.run import RunSpec
 from atlasrun.scoring.result import TaskResult
-from atlasrun.spec.run import RunSpec
 from atlasrun.tasks.model import RefCall, Task
 
 FLAGS = ("unsolvable", "drifted", "unsupported_claims")  # most severe first
@@ -69,10 +69,12 @@ def _short(text: str, limit: int = 120) -> str:
 def _difference(recorded: str, live: str, context: int = 30) -> str:
     """Where two outputs first differ (whitespace normalised), with a little context."""
     a, b = normalise(recorded), normalise(live)
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     start = max(0, at - context)
-    return (f"at character {at} recorded {'...' * (start > 0)}{a[start:at + context]!r}, "
-            f"live {'...' * (start > 0)}{b[start:at + context]!r}")
+    return (
+        f"at character {at} recorded {'...' * (start > 0)}{a[start : at + context]!r}, "
+        f"live {'...' * (start > 0)}{b[start : at + context]!r}"
+    )
 
 
 def replayed_calls(task: Task, transcript: Transcript) -> list[tuple[RefCall, CallRecord | None]]:
@@ -84,11 +86,15 @@ def replayed_calls(task: Task, transcript: Transcript) -> list[tuple[RefCall, Ca
     by_id: dict[str, list[CallRecord]] = defaultdict(list)
     for record in transcript.calls:
         by_id[record.id].append(record)
-    ordered = [str(tc.get("id")) for m in transcript.messages if m.get("role") == "assistant"
-               for tc in (m.get("tool_calls") or [])]
+    ordered = [
+        str(tc.get("id"))
+        for m in transcript.messages
+        if m.get("role") == "assistant"
+        for tc in (m.get("tool_calls") or [])
+    ]
     live = [by_id[i].pop(0) if by_id.get(i) else None for i in ordered]
     refs = task.reference_calls()
-    return list(zip(refs, live + [None] * (len(refs) - len(live))))
+    return list(zip(refs, live + [None] * (len(refs) - len(live)), strict=False))
 
 
 def audit_result(task: Task, result: TaskResult, judge: DeterministicJudge) -> AuditRow:
@@ -108,11 +114,15 @@ def audit_result(task: Task, result: TaskResult, judge: DeterministicJudge) -> A
         row.calls += 1
         if live.is_error:
             if not ref.is_error:
-                row.flag("unsolvable", f"{ref.name} {json.dumps(ref.arguments)} failed: {_short(live.result)}")
+                row.flag(
+                    "unsolvable", f"{ref.name} {json.dumps(ref.arguments)} failed: {_short(live.result)}"
+                )
             continue
         outputs.append(live.result)
         if ref.output is not None and normalise(ref.output) != normalise(live.result):
-            row.flag("drifted", f"{ref.name} {json.dumps(ref.arguments)}: {_difference(ref.output, live.result)}")
+            row.flag(
+                "drifted", f"{ref.name} {json.dumps(ref.arguments)}: {_difference(ref.output, live.result)}"
+            )
     live_text = "\n\n".join(outputs)
     for claim in task.claims:
         verdict = judge.judge_sync(claim, live_text)
@@ -132,15 +142,21 @@ def with_live_outputs(task: Task, transcript: Transcript | None) -> Task:
 
 
 def audit_spec(tasks: Path, enabled: list[str] | None, parallelism: int) -> RunSpec:
-    body: dict[str, Any] = {"tasks": {"path": str(tasks.resolve())}, "models": [{"name": REPLAY}],
-                            "judges": [{"name": DETERMINISTIC}], "parallelism": parallelism,
-                            "limits": {"toolOutputChars": NO_OUTPUT_CAP}}
+    body: dict[str, Any] = {
+        "tasks": {"path": str(tasks.resolve())},
+        "models": [{"name": REPLAY}],
+        "judges": [{"name": DETERMINISTIC}],
+        "parallelism": parallelism,
+        "limits": {"toolOutputChars": NO_OUTPUT_CAP},
+    }
     if enabled is not None:
         body["servers"] = {"enabled": enabled}
     return RunSpec.model_validate({"metadata": {"name": "audit"}, "spec": body})
 
 
-def run_audit(spec: RunSpec, out: Path, data_dir: Path, record: Path | None = None) -> tuple[Plan, list[AuditRow]]:
+def run_audit(
+    spec: RunSpec, out: Path, data_dir: Path, record: Path | None = None
+) -> tuple[Plan, list[AuditRow]]:
     plan = plan_run(spec)
     out.mkdir(parents=True, exist_ok=True)
     results: list[TaskResult] = []
@@ -152,9 +168,13 @@ def run_audit(spec: RunSpec, out: Path, data_dir: Path, record: Path | None = No
     rows += [AuditRow(e.task.id, status="skipped", details=[e.reason]) for e in plan.excluded]
     rows.sort(key=lambda r: r.task)
     if record is not None:
-        recorded = [with_live_outputs(t, by_id[t.id].transcript) for t in plan.tasks] + [e.task for e in plan.excluded]
+        recorded = [with_live_outputs(t, by_id[t.id].transcript) for t in plan.tasks] + [
+            e.task for e in plan.excluded
+        ]
         data = [t.model_dump(mode="json", exclude={"source"}, exclude_defaults=True) for t in recorded]
-        record.write_text(yaml.safe_dump({"tasks": data}, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        record.write_text(
+            yaml.safe_dump({"tasks": data}, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
     return plan, rows
 
 
@@ -167,13 +187,18 @@ def format_rows(rows: list[AuditRow]) -> str:
         lines.append(f"{row.task:<{width}}  {row.status:<18}  {row.calls:>5}  {_short(detail, 100)}{more}")
     counts = Counter(r.status for r in rows)
     flagged = sum(counts[f] for f in FLAGS)
-    lines.append(f"\n{len(rows)} task(s): {counts['ok']} ok, {flagged} flagged ("
-                 + ", ".join(f"{counts[f]} {f}" for f in FLAGS) + f"), {counts['skipped']} skipped")
+    lines.append(
+        f"\n{len(rows)} task(s): {counts['ok']} ok, {flagged} flagged ("
+        + ", ".join(f"{counts[f]} {f}" for f in FLAGS)
+        + f"), {counts['skipped']} skipped"
+    )
     return "\n".join(lines)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    enabled = [s for item in args.servers_enabled for s in item.split(",") if s] if args.servers_enabled else None
+    enabled = (
+        [s for item in args.servers_enabled for s in item.split(",") if s] if args.servers_enabled else None
+    )
     spec = audit_spec(Path(args.tasks), enabled, args.parallelism)
     with tempfile.TemporaryDirectory(prefix="atlas-audit-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
@@ -194,14 +219,26 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("audit", help="replay every task's reference on the live servers; flag drift")
-    parser.add_argument("tasks", metavar="TASKS", help="task file (MCP-Atlas CSV/JSONL/Parquet or native YAML/JSON)")
+    parser = subparsers.add_parser(
+        "audit", help="replay every task's reference on the live servers; flag drift"
+    )
+    parser.add_argument(
+        "tasks", metavar="TASKS", help="task file (MCP-Atlas CSV/JSONL/Parquet or native YAML/JSON)"
+    )
     parser.add_argument("--data-dir", help="the data root the servers see (shown to the model as /data)")
-    parser.add_argument("--servers-enabled", nargs="+", metavar="SERVER",
-                        help="only these servers (space or comma separated); tasks needing others are skipped")
+    parser.add_argument(
+        "--servers-enabled",
+        nargs="+",
+        metavar="SERVER",
+        help="only these servers (space or comma separated); tasks needing others are skipped",
+    )
     parser.add_argument("--out", help="keep the replay results (results dir layout) and audit.json here")
-    parser.add_argument("--record", metavar="FILE", help="also write the tasks (native YAML) with the live outputs "
-                        "recorded: a baseline that later audits check for drift")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write the tasks (native YAML) with the live outputs "
+        "recorded: a baseline that later audits check for drift",
+    )
     parser.add_argument("--parallelism", type=int, default=8)
     parser.add_argument("--json", action="store_true", help="print the audit as JSON")
     parser.set_defaults(func=cmd_audit)

@@ -28,8 +28,9 @@ def _load(path: str) -> dict[str, list[TaskResult]]:
     return by_model(results.values())
 
 
-def _pick(models: dict[str, list[TaskResult]], wanted: str | None, where: str, flag: str,
-          other: str | None = None) -> str:
+def _pick(
+    models: dict[str, list[TaskResult]], wanted: str | None, where: str, flag: str, other: str | None = None
+) -> str:
     names = sorted(models)
     if wanted is not None:
         if wanted not in models:
@@ -39,8 +40,10 @@ def _pick(models: dict[str, list[TaskResult]], wanted: str | None, where: str, f
     if not candidates:
         raise InputError(f"only model {other!r} here; nothing to compare it with", where=where)
     if len(candidates) != 1:
-        raise InputError(f"{len(candidates)} model(s) to choose from ({', '.join(candidates) or 'none'}); "
-                         f"pass {flag}", where=where)
+        raise InputError(
+            f"{len(candidates)} model(s) to choose from ({', '.join(candidates) or 'none'}); pass {flag}",
+            where=where,
+        )
     return candidates[0]
 
 
@@ -58,19 +61,24 @@ def _pp(x: float) -> str:
 
 def format_comparison(cmp: PairedComparison, label_a: str, label_b: str) -> str:
     p, c, m = cmp.pass_rate_diff, cmp.coverage_diff, cmp.mcnemar
-    test = f"exact binomial p={m.p_value:.4g}" if m.method == "exact" else \
-        f"chi2={m.statistic:.3f} (continuity-corrected) p={m.p_value:.4g}"
+    test = (
+        f"exact binomial p={m.p_value:.4g}"
+        if m.method == "exact"
+        else f"chi2={m.statistic:.3f} (continuity-corrected) p={m.p_value:.4g}"
+    )
     width = max(len(label_a), len(label_b), 8)
-    return "\n".join([
-        f"paired tasks: {cmp.tasks} ({cmp.pairs} task/repeat pairs scored by both)",
-        f"{'':<14} {'A':<{width}} {'B':<{width}} {'A - B':>9}  95% CI",
-        f"{'model':<14} {label_a:<{width}} {label_b}",
-        f"{'pass rate':<14} {_pct(cmp.pass_rate_a):<{width}} {_pct(cmp.pass_rate_b):<{width}} "
-        f"{_pp(p.point) + ' pp':>9}  [{_pp(p.low)}, {_pp(p.high)}] pp",
-        f"{'mean coverage':<14} {cmp.coverage_a:<{width}.3f} {cmp.coverage_b:<{width}.3f} "
-        f"{c.point:>+9.3f}  [{c.low:+.3f}, {c.high:+.3f}]",
-        f"McNemar: A passed/B failed b={m.b}, A failed/B passed c={m.c}; {test}",
-    ])
+    return "\n".join(
+        [
+            f"paired tasks: {cmp.tasks} ({cmp.pairs} task/repeat pairs scored by both)",
+            f"{'':<14} {'A':<{width}} {'B':<{width}} {'A - B':>9}  95% CI",
+            f"{'model':<14} {label_a:<{width}} {label_b}",
+            f"{'pass rate':<14} {_pct(cmp.pass_rate_a):<{width}} {_pct(cmp.pass_rate_b):<{width}} "
+            f"{_pp(p.point) + ' pp':>9}  [{_pp(p.low)}, {_pp(p.high)}] pp",
+            f"{'mean coverage':<14} {cmp.coverage_a:<{width}.3f} {cmp.coverage_b:<{width}.3f} "
+            f"{c.point:>+9.3f}  [{c.low:+.3f}, {c.high:+.3f}]",
+            f"McNemar: A passed/B failed b={m.b}, A failed/B passed c={m.c}; {test}",
+        ]
+    )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -79,22 +87,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
     models_a = _load(args.out_a)
     same_dir = Path(args.out_a).resolve() == Path(args.out_b).resolve()
     models_b = models_a if same_dir else _load(args.out_b)
-    model_a = _pick(models_a, args.model_a, args.out_a, "--model-a",
-                    other=args.model_b if same_dir else None)
+    model_a = _pick(models_a, args.model_a, args.out_a, "--model-a", other=args.model_b if same_dir else None)
     model_b = _pick(models_b, args.model_b, args.out_b, "--model-b", other=model_a if same_dir else None)
     if same_dir and model_a == model_b:
-        raise InputError(f"both sides are model {model_a!r} of the same directory; pass --model-a/--model-b",
-                         where=args.out_a)
+        raise InputError(
+            f"both sides are model {model_a!r} of the same directory; pass --model-a/--model-b",
+            where=args.out_a,
+        )
     cmp = paired_comparison(models_a[model_a], models_b[model_b], args.resamples, args.seed)
     if cmp is None:
         raise InputError(f"no task scored by both {model_a!r} ({args.out_a}) and {model_b!r} ({args.out_b})")
     judges_a, judges_b = _judges(models_a[model_a]), _judges(models_b[model_b])
     if judges_a != judges_b:
-        print(f"note: different primary judges ({', '.join(sorted(judges_a))} vs {', '.join(sorted(judges_b))}); "
-              "differences mix model and judge", file=sys.stderr)
+        print(
+            f"note: different primary judges ({', '.join(sorted(judges_a))} vs {', '.join(sorted(judges_b))}); "
+            "differences mix model and judge",
+            file=sys.stderr,
+        )
     if args.json:
-        doc: dict[str, Any] = {"a": {"dir": args.out_a, "model": model_a},
-                               "b": {"dir": args.out_b, "model": model_b}, **cmp.model_dump()}
+        doc: dict[str, Any] = {
+            "a": {"dir": args.out_a, "model": model_a},
+            "b": {"dir": args.out_b, "model": model_b},
+            **cmp.model_dump(),
+        }
         print(json.dumps(doc, indent=2))
     else:
         print(format_comparison(cmp, f"{model_a}", f"{model_b}"))

@@ -30,8 +30,11 @@ from atlasrun.errors import InputError
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import ResultsDir
 
-if TYPE_CHECKING:  # the diagnosers import litellm: loaded only when the command runs (atlas imports every command)
+if (
+    TYPE_CHECKING
+):  # the diagnosers import litellm: loaded only when the command runs (atlas imports every command)
     from atlasrun.diagnostics.judge import Diagnoser
+
 
 @dataclass
 class DiagnoseOutcome:
@@ -43,18 +46,25 @@ class DiagnoseOutcome:
 
 
 def _current(previous: Diagnosis | None, result: TaskResult, judge: str) -> bool:
-    return (previous is not None and previous.status == "diagnosed" and previous.judge.name == judge
-            and previous.coverage == result.coverage)
+    return (
+        previous is not None
+        and previous.status == "diagnosed"
+        and previous.judge.name == judge
+        and previous.coverage == result.coverage
+    )
 
 
-async def diagnose_dir(out: Path, diagnoser: Diagnoser, *, threshold: float = 0.75, concurrency: int = 8,
-                       force: bool = False) -> DiagnoseOutcome:
+async def diagnose_dir(
+    out: Path, diagnoser: Diagnoser, *, threshold: float = 0.75, concurrency: int = 8, force: bool = False
+) -> DiagnoseOutcome:
     """Diagnose the failing results in ``out``; returns the per-model report over all of them."""
     results, log = ResultsDir(out), DiagnosesLog(out)
     failing = sorted((r for r in results.load().values() if is_failing(r, threshold)), key=lambda r: r.key)
     existing = log.load()
     todo = [r for r in failing if force or not _current(existing.get(r.key), r, diagnoser.info.name)]
-    outcome = DiagnoseOutcome(report=DiagnosisReport(), failing=len(failing), skipped=len(failing) - len(todo))
+    outcome = DiagnoseOutcome(
+        report=DiagnosisReport(), failing=len(failing), skipped=len(failing) - len(todo)
+    )
     slots = asyncio.Semaphore(concurrency)
 
     async def one(result: TaskResult) -> None:
@@ -62,7 +72,9 @@ async def diagnose_dir(out: Path, diagnoser: Diagnoser, *, threshold: float = 0.
         async with slots:
             full = await asyncio.to_thread(results.load_full, result)
             if full is None:
-                outcome.missing.append(f"{where}: per-task record {results.task_path(result)} missing or unreadable")
+                outcome.missing.append(
+                    f"{where}: per-task record {results.task_path(result)} missing or unreadable"
+                )
                 return
             try:
                 diagnosis = await diagnoser.diagnose(full)
@@ -91,20 +103,29 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise InputError(f"must be at least 1, got {args.concurrency}", where="--concurrency")
     if args.judge_api_key_env and not os.environ.get(args.judge_api_key_env):
-        raise InputError(f"environment variable {args.judge_api_key_env} is not set", where="--judge-api-key-env")
+        raise InputError(
+            f"environment variable {args.judge_api_key_env} is not set", where="--judge-api-key-env"
+        )
     from atlasrun.diagnostics.judge import make_diagnoser
 
     diagnoser = make_diagnoser(args.judge, args.judge_api_base, args.judge_api_key_env, retries=args.retries)
-    outcome = asyncio.run(diagnose_dir(out, diagnoser, threshold=args.threshold, concurrency=args.concurrency,
-                                       force=args.force))
+    outcome = asyncio.run(
+        diagnose_dir(out, diagnoser, threshold=args.threshold, concurrency=args.concurrency, force=args.force)
+    )
     for message in outcome.missing:
         print(f"not diagnosed: {message}", file=sys.stderr)
     failed = sum(1 for d in outcome.done if d.status == "failed")
-    print(f"{outcome.failing} failing task(s) below coverage {args.threshold:g}: {len(outcome.done) - failed} "
-          f"diagnosed now, {failed} failed diagnosis, {outcome.skipped} already diagnosed, "
-          f"{len(outcome.missing)} without a record", file=sys.stderr)
-    summary: dict[str, Any] = {"threshold": args.threshold, "judge": diagnoser.info.model_dump(),
-                               **outcome.report.model_dump()}
+    print(
+        f"{outcome.failing} failing task(s) below coverage {args.threshold:g}: {len(outcome.done) - failed} "
+        f"diagnosed now, {failed} failed diagnosis, {outcome.skipped} already diagnosed, "
+        f"{len(outcome.missing)} without a record",
+        file=sys.stderr,
+    )
+    summary: dict[str, Any] = {
+        "threshold": args.threshold,
+        "judge": diagnoser.info.model_dump(),
+        **outcome.report.model_dump(),
+    }
     ResultsDir(out).write_json(SUMMARY_FILE, summary)
     print(format_report(outcome.report))
     print(f"\ndiagnoses: {out / 'diagnoses.jsonl'}\nsummary: {out / SUMMARY_FILE}")
@@ -112,15 +133,24 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("diagnose", help="classify why failed tasks failed (11-mode failure taxonomy)")
+    parser = subparsers.add_parser(
+        "diagnose", help="classify why failed tasks failed (11-mode failure taxonomy)"
+    )
     parser.add_argument("out", metavar="OUT", help="results directory of `atlas run`")
-    parser.add_argument("--judge", default=DETERMINISTIC,
-                        help="litellm model id of the diagnostic judge, or 'deterministic' "
-                             "(trace signals only, no API key; the default)")
+    parser.add_argument(
+        "--judge",
+        default=DETERMINISTIC,
+        help="litellm model id of the diagnostic judge, or 'deterministic' "
+        "(trace signals only, no API key; the default)",
+    )
     parser.add_argument("--judge-api-base", help="OpenAI-compatible endpoint for --judge")
     parser.add_argument("--judge-api-key-env", help="env var holding the API key for --judge")
-    parser.add_argument("--threshold", type=float, default=0.75, help="diagnose tasks with coverage below this")
+    parser.add_argument(
+        "--threshold", type=float, default=0.75, help="diagnose tasks with coverage below this"
+    )
     parser.add_argument("--concurrency", type=int, default=8, help="diagnoses in flight at once")
-    parser.add_argument("--retries", type=int, default=3, help="judge retries (provider errors and unusable output)")
+    parser.add_argument(
+        "--retries", type=int, default=3, help="judge retries (provider errors and unusable output)"
+    )
     parser.add_argument("--force", action="store_true", help="rediagnose tasks that already have a diagnosis")
     parser.set_defaults(func=cmd_diagnose)

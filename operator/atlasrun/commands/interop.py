@@ -35,35 +35,53 @@ def cmd_import(args: argparse.Namespace) -> int:
     # ENABLED_TOOLS, GTFA_CLAIMS and TRAJECTORY into every completion row).
     loaded = load_tasks(Path(args.tasks) if args.tasks else results_path)
     if not loaded.tasks:
-        raise InputError("no loadable tasks: give the MCP-Atlas tasks file with --tasks"
-                         + ("" if args.tasks else " (the results file has no task columns)"),
-                         where=args.tasks or str(results_path))
+        raise InputError(
+            "no loadable tasks: give the MCP-Atlas tasks file with --tasks"
+            + ("" if args.tasks else " (the results file has no task columns)"),
+            where=args.tasks or str(results_path),
+        )
     if args.tasks:
         for rejection in loaded.rejected:
             print(f"warning: tasks file: {rejection}", file=sys.stderr)
-    imported = import_results(results_path, {t.id: t for t in loaded.tasks}, args.model,
-                              scores=[Path(p) for p in args.scores or []], threshold=args.threshold,
-                              judge_model=args.judge_model)
+    imported = import_results(
+        results_path,
+        {t.id: t for t in loaded.tasks},
+        args.model,
+        scores=[Path(p) for p in args.scores or []],
+        threshold=args.threshold,
+        judge_model=args.judge_model,
+    )
     out = Path(args.out)
     store = ResultsDir(out)
     out.mkdir(parents=True, exist_ok=True)
     for result in imported.results:
         store.append(result)
     judge = next((r.judge for r in imported.results if r.judge), None)
-    record: dict[str, Any] = {"atlasrun_version": __version__, "imported_from": str(results_path.resolve()),
-                              "tasks": str(Path(args.tasks).resolve()) if args.tasks else None,
-                              "scores": [str(Path(p).resolve()) for p in args.scores or []],
-                              "model": args.model, "pass_threshold": args.threshold,
-                              "judge": judge.model_dump() if judge else None}
+    record: dict[str, Any] = {
+        "atlasrun_version": __version__,
+        "imported_from": str(results_path.resolve()),
+        "tasks": str(Path(args.tasks).resolve()) if args.tasks else None,
+        "scores": [str(Path(p).resolve()) for p in args.scores or []],
+        "model": args.model,
+        "pass_threshold": args.threshold,
+        "judge": judge.model_dump() if judge else None,
+    }
     store.write_json("run.json", record)
-    summary = write_summary(store, out.name, [judge] if judge else [], args.threshold,
-                            extra={"rejected_rows": [str(r) for r in imported.rejected]})
+    summary = write_summary(
+        store,
+        out.name,
+        [judge] if judge else [],
+        args.threshold,
+        extra={"rejected_rows": [str(r) for r in imported.rejected]},
+    )
     for rejection in imported.rejected:
         print(f"rejected: {rejection}", file=sys.stderr)
     unjudged = sum(1 for r in imported.results if r.reason == NOT_JUDGED)
     print(format_table(summary))
-    print(f"\nimported {len(imported.results)} row(s), rejected {len(imported.rejected)}"
-          + (f"; {unjudged} not yet judged (run `atlas rescore {out} --judge NAME`)" if unjudged else ""))
+    print(
+        f"\nimported {len(imported.results)} row(s), rejected {len(imported.rejected)}"
+        + (f"; {unjudged} not yet judged (run `atlas rescore {out} --judge NAME`)" if unjudged else "")
+    )
     print(f"results: {out / 'results.jsonl'}")
     return 1 if imported.rejected else 0
 
@@ -85,11 +103,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    imp = subparsers.add_parser("import-atlas", help="import results of the MCP-Atlas harness as a results dir")
-    imp.add_argument("results", metavar="RESULTS.csv",
-                     help="completion results (task_id/TASK, raw_conversation_history, response); may be scored")
-    imp.add_argument("--tasks", help="MCP-Atlas tasks file (CSV/JSONL/Parquet) with the claims "
-                                     "(default: the task columns of RESULTS.csv)")
+    imp = subparsers.add_parser(
+        "import-atlas", help="import results of the MCP-Atlas harness as a results dir"
+    )
+    imp.add_argument(
+        "results",
+        metavar="RESULTS.csv",
+        help="completion results (task_id/TASK, raw_conversation_history, response); may be scored",
+    )
+    imp.add_argument(
+        "--tasks",
+        help="MCP-Atlas tasks file (CSV/JSONL/Parquet) with the claims "
+        "(default: the task columns of RESULTS.csv)",
+    )
     imp.add_argument("--model", required=True, help="the model name to record the results under")
     imp.add_argument("--out", required=True, help="results directory to write")
     imp.add_argument("--scores", action="append", help="scored CSV of the MCP-Atlas scorer (repeatable)")
@@ -97,7 +123,9 @@ def register(subparsers: Any) -> None:
     imp.add_argument("--judge-model", help="the judge model that produced the imported scores (recorded)")
     imp.set_defaults(func=cmd_import)
 
-    exp = subparsers.add_parser("export-atlas", help="export a results dir in the MCP-Atlas harness's columns")
+    exp = subparsers.add_parser(
+        "export-atlas", help="export a results dir in the MCP-Atlas harness's columns"
+    )
     exp.add_argument("out_dir", metavar="OUT", help="results directory")
     exp.add_argument("--out", required=True, help="CSV file to write")
     exp.add_argument("--model", help="which model (needed when OUT holds several)")

@@ -25,7 +25,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     data = build_data(out)
     if not data.rows:
-        raise InputError("no results (results.jsonl missing or empty): not a finished `atlas run`", where=str(out))
+        raise InputError(
+            "no results (results.jsonl missing or empty): not a finished `atlas run`", where=str(out)
+        )
     path = write_report(data, out)
     if args.open_path_only:
         print(path.resolve())
@@ -39,9 +41,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("report", help="write OUT/report.html: tables, charts and a per-task drill-down")
+    parser = subparsers.add_parser(
+        "report", help="write OUT/report.html: tables, charts and a per-task drill-down"
+    )
     parser.add_argument("out", metavar="OUT", help="results directory of `atlas run`")
-    parser.add_argument("--open-path-only", action="store_true",
-                        help="print only the report's absolute path (e.g. for xdg-open \"$(atlas report OUT "
-                             "--open-path-only)\")")
+    parser.add_argument(
+        "--open-path-only",
+        action="store_true",
+        help="print only the report's absolute path (e.g. for xdg-open \"$(atlas report OUT "
+        '--open-path-only)")',
+    )
     parser.set_defaults(func=cmd_report)

@@ -29,10 +29,10 @@ from atlasrun.errors import InputError
 from atlasrun.runner.engine import Engine, Item
 from atlasrun.runner.local import write_summary
 from atlasrun.runner.plan import Plan
+from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import ResultsDir, slug
 from atlasrun.servers.catalog import load_catalog
-from atlasrun.spec.run import JudgeSpec, ModelSpec, RunSpec
 
 RECORD = "rescore.json"
 MAX_TASKS_IN_FLIGHT = 64  # tasks judged at once (each judge also caps its own concurrent calls)
@@ -50,7 +50,9 @@ def default_target(source: Path, judge: str) -> Path:
     return source.parent / f"{source.name}-rescored-{slug(judge)}"
 
 
-def rescore_spec(source: Path, judges: list[JudgeSpec], threshold: float | None, models: list[str]) -> RunSpec:
+def rescore_spec(
+    source: Path, judges: list[JudgeSpec], threshold: float | None, models: list[str]
+) -> RunSpec:
     """The source run's spec (limits, models) with the new judges; a minimal spec when it has none."""
     data = _read_json(source / "run.json").get("spec")
     try:
@@ -73,9 +75,12 @@ def rescore_spec(source: Path, judges: list[JudgeSpec], threshold: float | None,
 def _check_target(target: Path, record: dict[str, Any]) -> None:
     previous = _read_json(target / RECORD)
     if previous and previous != record:
-        raise InputError(f"already holds a rescore of {previous.get('source')} with judge(s) "
-                         f"{', '.join(previous.get('judges') or [])} (threshold {previous.get('pass_threshold')}); "
-                         "choose another --out", where=str(target))
+        raise InputError(
+            f"already holds a rescore of {previous.get('source')} with judge(s) "
+            f"{', '.join(previous.get('judges') or [])} (threshold {previous.get('pass_threshold')}); "
+            "choose another --out",
+            where=str(target),
+        )
     if not previous and (target / "results.jsonl").exists():
         raise InputError("holds results that are not a rescore; choose another --out", where=str(target))
 
@@ -90,10 +95,18 @@ async def _rescore(engine: Engine, source: ResultsDir, todo: list[TaskResult]) -
             if line.status == "excluded" or full is None or full.transcript is None:
                 result = full or line  # nothing to judge: copied as it was
             elif full.task is None:
-                result = full.model_copy(update={"status": "error", "coverage": None, "passed": None,
-                                                 "reason": "rescore: the per-task record has no task (claims)"})
+                result = full.model_copy(
+                    update={
+                        "status": "error",
+                        "coverage": None,
+                        "passed": None,
+                        "reason": "rescore: the per-task record has no task (claims)",
+                    }
+                )
             else:
-                model = next((m for m in engine.body.models if m.name == full.model), ModelSpec(name=full.model))
+                model = next(
+                    (m for m in engine.body.models if m.name == full.model), ModelSpec(name=full.model)
+                )
                 result = await engine.score_transcript(Item(full.task, model, full.repeat), full.transcript)
         async with lock:
             await asyncio.to_thread(engine.store.append, result)
@@ -102,8 +115,9 @@ async def _rescore(engine: Engine, source: ResultsDir, todo: list[TaskResult]) -
     return list(await asyncio.gather(*(one(line) for line in todo)))
 
 
-def rescore(source_dir: Path, judges: list[JudgeSpec], target: Path | None = None,
-            threshold: float | None = None) -> tuple[Path, dict[str, Any], int]:
+def rescore(
+    source_dir: Path, judges: list[JudgeSpec], target: Path | None = None, threshold: float | None = None
+) -> tuple[Path, dict[str, Any], int]:
     """Rescore ``source_dir`` into ``target``; returns (target, summary, records kept from a previous attempt)."""
     source = ResultsDir(source_dir)
     latest = source.load()
@@ -113,35 +127,45 @@ def rescore(source_dir: Path, judges: list[JudgeSpec], target: Path | None = Non
     if target.resolve() == source_dir.resolve():
         raise InputError("the rescored results must go to a new directory", where=str(target))
     spec = rescore_spec(source_dir, judges, threshold, sorted({k[0] for k in latest}))
-    record = {"source": str(source_dir.resolve()), "judges": [j.name for j in judges],
-              "pass_threshold": spec.spec.pass_threshold}
+    record = {
+        "source": str(source_dir.resolve()),
+        "judges": [j.name for j in judges],
+        "pass_threshold": spec.spec.pass_threshold,
+    }
     _check_target(target, record)
     target.mkdir(parents=True, exist_ok=True)
     engine = Engine(spec, Plan(catalog=load_catalog(), enabled_servers=[]), target, target / "data")
     store = engine.store
     store.write_json(RECORD, record)
     done = store.load()
-    todo = [line for key, line in sorted(latest.items())
-            if key not in done or done[key].status == "error"]
+    todo = [line for key, line in sorted(latest.items()) if key not in done or done[key].status == "error"]
     asyncio.run(_rescore(engine, source, todo))
     run_record = _read_json(source_dir / "run.json")
-    run_record.update(spec=spec.model_dump(mode="json", by_alias=True), judge=engine.judge.info.model_dump(),
-                      rescore=record)
+    run_record.update(
+        spec=spec.model_dump(mode="json", by_alias=True), judge=engine.judge.info.model_dump(), rescore=record
+    )
     store.write_json("run.json", run_record)
     old = _read_json(source_dir / "summary.json")
-    summary = write_summary(store, str(old.get("run") or source_dir.name), [j.info for j in engine.judges],
-                            spec.spec.pass_threshold, extra={"rejected_rows": old.get("rejected_rows", []),
-                                                       "rescored_from": str(source_dir.resolve())})
+    summary = write_summary(
+        store,
+        str(old.get("run") or source_dir.name),
+        [j.info for j in engine.judges],
+        spec.spec.pass_threshold,
+        extra={"rejected_rows": old.get("rejected_rows", []), "rescored_from": str(source_dir.resolve())},
+    )
     return target, summary, len(latest) - len(todo)
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from atlasrun.runner.local import format_table
 
-    judges = [JudgeSpec(name=j, api_base=args.judge_api_base, api_key_env=args.judge_api_key_env)
-              for j in args.judge]
-    target, summary, kept = rescore(Path(args.out_dir), judges, Path(args.out) if args.out else None,
-                                    args.threshold)
+    judges = [
+        JudgeSpec(name=j, api_base=args.judge_api_base, api_key_env=args.judge_api_key_env)
+        for j in args.judge
+    ]
+    target, summary, kept = rescore(
+        Path(args.out_dir), judges, Path(args.out) if args.out else None, args.threshold
+    )
     if kept:
         print(f"resumed: {kept} record(s) kept from {target / 'results.jsonl'}", file=sys.stderr)
     print(format_table(summary))
@@ -150,10 +174,16 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("rescore", help="judge a finished run's saved answers again (no agent reruns)")
+    parser = subparsers.add_parser(
+        "rescore", help="judge a finished run's saved answers again (no agent reruns)"
+    )
     parser.add_argument("out_dir", metavar="OUT", help="results directory of a finished run")
-    parser.add_argument("--judge", action="append", required=True,
-                        help="judge (repeatable; first is primary; 'deterministic' built in)")
+    parser.add_argument(
+        "--judge",
+        action="append",
+        required=True,
+        help="judge (repeatable; first is primary; 'deterministic' built in)",
+    )
     parser.add_argument("--judge-api-base")
     parser.add_argument("--judge-api-key-env")
     parser.add_argument("--threshold", type=float, help="pass threshold (default: the source run's)")

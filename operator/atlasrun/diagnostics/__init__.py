@@ -26,9 +26,23 @@ from atlasrun.diagnostics.taxonomy import MODE_IDS, MODES, UNCLASSIFIED, Failure
 _LAZY = {"DeterministicDiagnoser", "Diagnoser", "LLMDiagnoser", "make_diagnoser", "parse_diagnosis"}
 
 __all__ = [
-    "DETERMINISTIC", "MODES", "MODE_IDS", "UNCLASSIFIED", "DiagnosesLog", "Diagnosis", "DiagnosisReport", "Failure",
-    "FailureMode", "ModelModes", "Signal", "aggregate", "detect", "enriched_trace", "format_report",
-    "format_trace", *sorted(_LAZY),
+    "DETERMINISTIC",
+    "MODES",
+    "MODE_IDS",
+    "UNCLASSIFIED",
+    "DiagnosesLog",
+    "Diagnosis",
+    "DiagnosisReport",
+    "Failure",
+    "FailureMode",
+    "ModelModes",
+    "Signal",
+    "aggregate",
+    "detect",
+    "enriched_trace",
+    "format_report",
+    "format_trace",
+    *sorted(_LAZY),
 ]
 
 

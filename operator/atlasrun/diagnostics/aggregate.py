@@ -44,12 +44,19 @@ def _breakdown(model: str, keys: list[Key], diagnoses: Mapping[Key, Diagnosis]) 
     found = [diagnoses[k] for k in keys if k in diagnoses]
     done = [d for d in found if d.status == "diagnosed"]
     counts = Counter(d.primary_mode for d in done if d.primary_mode)
-    row = ModelModes(model=model, failing=len(keys), diagnosed=len(done),
-                     failed=sum(1 for d in found if d.status == "failed"), undiagnosed=len(keys) - len(found),
-                     counts={m: counts[m] for m in _COLUMNS})
+    row = ModelModes(
+        model=model,
+        failing=len(keys),
+        diagnosed=len(done),
+        failed=sum(1 for d in found if d.status == "failed"),
+        undiagnosed=len(keys) - len(found),
+        counts={m: counts[m] for m in _COLUMNS},
+    )
     if done:
         row.shares = {m: counts[m] / len(done) for m in _COLUMNS}
-        row.family_shares = {f: sum(row.shares[m.id] for m in taxonomy.modes_of(f)) for f in taxonomy.FAMILIES}
+        row.family_shares = {
+            f: sum(row.shares[m.id] for m in taxonomy.modes_of(f)) for f in taxonomy.FAMILIES
+        }
         ranked = sorted((m for m in _COLUMNS if counts[m]), key=lambda m: (-counts[m], _COLUMNS.index(m)))
         row.top_modes = ranked[:TOP_N]
     return row
@@ -62,8 +69,11 @@ def aggregate(failing: Iterable[Key], diagnoses: Mapping[Key, Diagnosis]) -> Dia
     for key in keys:
         by_model.setdefault(key[0], []).append(key)
     judges = sorted({diagnoses[k].judge.name for k in keys if k in diagnoses})
-    return DiagnosisReport(judges=judges, models=[_breakdown(m, ks, diagnoses) for m, ks in by_model.items()],
-                           overall=_breakdown(OVERALL, keys, diagnoses))
+    return DiagnosisReport(
+        judges=judges,
+        models=[_breakdown(m, ks, diagnoses) for m, ks in by_model.items()],
+        overall=_breakdown(OVERALL, keys, diagnoses),
+    )
 
 
 def _pct(value: float | None) -> str:
@@ -80,19 +90,24 @@ def format_report(report: DiagnosisReport) -> str:
     for family in taxonomy.FAMILIES:
         modes = taxonomy.modes_of(family)
         header = f"{'model':<{width}} {taxonomy.FAMILY_LABELS[family]:>6} " + " ".join(
-            f"{m.label:>{max(len(m.label), 6)}}" for m in modes)
+            f"{m.label:>{max(len(m.label), 6)}}" for m in modes
+        )
         out += [header, "-" * len(header)]
         for row in rows:
             cells = " ".join(f"{_pct(row.shares.get(m.id)):>{max(len(m.label), 6)}}" for m in modes)
             out.append(f"{row.model:<{width}} {_pct(row.family_shares.get(family)):>6} {cells}")
         out.append("")
-    header = (f"{'model':<{width}} {'failing':>7} {'diagnosed':>9} {'failed':>6} {'undiag':>6} {'unclass%':>8}"
-              "  top modes")
+    header = (
+        f"{'model':<{width}} {'failing':>7} {'diagnosed':>9} {'failed':>6} {'undiag':>6} {'unclass%':>8}"
+        "  top modes"
+    )
     out += [header, "-" * len(header)]
     for row in rows:
         top = ", ".join(f"{m} {_pct(row.shares[m])}%" for m in row.top_modes) or "-"
-        out.append(f"{row.model:<{width}} {row.failing:>7} {row.diagnosed:>9} {row.failed:>6} {row.undiagnosed:>6} "
-                   f"{_pct(row.shares.get(taxonomy.UNCLASSIFIED)):>8}  {top}")
+        out.append(
+            f"{row.model:<{width}} {row.failing:>7} {row.diagnosed:>9} {row.failed:>6} {row.undiagnosed:>6} "
+            f"{_pct(row.shares.get(taxonomy.UNCLASSIFIED)):>8}  {top}"
+        )
     if report.judges:
         out.append(f"\nshares in % of diagnosed failures; diagnosed by: {', '.join(report.judges)}")
     return "\n".join(out)

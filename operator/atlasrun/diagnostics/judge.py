@@ -41,8 +41,15 @@ class Diagnoser(Protocol):
 
 
 def _base(result: TaskResult, info: JudgeInfo, signals: list[Signal], **fields: Any) -> Diagnosis:
-    return Diagnosis(model=result.model, task_id=result.task_id, repeat=result.repeat, coverage=result.coverage,
-                     signals=signals, judge=info, **fields)
+    return Diagnosis(
+        model=result.model,
+        task_id=result.task_id,
+        repeat=result.repeat,
+        coverage=result.coverage,
+        signals=signals,
+        judge=info,
+        **fields,
+    )
 
 
 class _Reply(BaseModel):
@@ -76,9 +83,15 @@ def parse_diagnosis(text: str, signals: Sequence[Signal] = ()) -> tuple[_Reply, 
     if not isinstance(failures, list):
         raise JudgeOutputError("'failures' must be a list")
     data["failures"] = [
-        {"mode": taxonomy.normalize(str(f.get("mode", ""))), "evidence": str(f.get("evidence") or ""),
-         "root_cause": bool(f.get("is_root_cause", f.get("root_cause", False)))}
-        if isinstance(f, dict) else f for f in failures]
+        {
+            "mode": taxonomy.normalize(str(f.get("mode", ""))),
+            "evidence": str(f.get("evidence") or ""),
+            "root_cause": bool(f.get("is_root_cause", f.get("root_cause", False))),
+        }
+        if isinstance(f, dict)
+        else f
+        for f in failures
+    ]
     try:
         reply = _Reply.model_validate(data)
     except ValidationError as exc:
@@ -115,12 +128,15 @@ def _force(reply: _Reply, signals: Sequence[Signal]) -> str | None:
 
 
 class LLMDiagnoser:
-    def __init__(self, name: str, endpoint: Endpoint, *, retries: int = 3, backoff_base_s: float = 1.0) -> None:
+    def __init__(
+        self, name: str, endpoint: Endpoint, *, retries: int = 3, backoff_base_s: float = 1.0
+    ) -> None:
         self.endpoint = endpoint
         self.retries = retries
         self.backoff_base_s = backoff_base_s
-        self.info = JudgeInfo(name=name, kind="llm", model=endpoint.model, prompt_sha256=PROMPT_SHA256,
-                              version=PROMPT_VERSION)
+        self.info = JudgeInfo(
+            name=name, kind="llm", model=endpoint.model, prompt_sha256=PROMPT_SHA256, version=PROMPT_VERSION
+        )
 
     async def diagnose(self, result: TaskResult) -> Diagnosis:
         if result.task is None or result.transcript is None:
@@ -132,12 +148,23 @@ class LLMDiagnoser:
         error = ""
         for attempt in range(1, self.retries + 2):
             try:
-                completion = await complete(self.endpoint, messages, retries=self.retries,
-                                            backoff_base_s=self.backoff_base_s,
-                                            response_format={"type": "json_object"})
+                completion = await complete(
+                    self.endpoint,
+                    messages,
+                    retries=self.retries,
+                    backoff_base_s=self.backoff_base_s,
+                    response_format={"type": "json_object"},
+                )
             except ProviderError as exc:
-                return _base(result, self.info, signals, status="failed", attempts=attempt, **usage,
-                             error=f"judge provider failed: {exc}")
+                return _base(
+                    result,
+                    self.info,
+                    signals,
+                    status="failed",
+                    attempts=attempt,
+                    **usage,
+                    error=f"judge provider failed: {exc}",
+                )
             usage["prompt_tokens"] += completion.prompt_tokens
             usage["completion_tokens"] += completion.completion_tokens
             usage["cost_usd"] += completion.cost_usd
@@ -146,14 +173,34 @@ class LLMDiagnoser:
                 reply, forced = parse_diagnosis(text, signals)
             except JudgeOutputError as exc:
                 error = str(exc)
-                messages = [messages[0], {"role": "assistant", "content": text or "(empty)"},
-                            {"role": "user", "content": retry_prompt(error)}]
+                messages = [
+                    messages[0],
+                    {"role": "assistant", "content": text or "(empty)"},
+                    {"role": "user", "content": retry_prompt(error)},
+                ]
                 continue
-            return _base(result, self.info, signals, status="diagnosed", primary_mode=reply.primary_mode,
-                         failures=reply.failures, confidence=reply.confidence, summary=reply.summary,
-                         forced=forced, attempts=attempt, **usage)
-        return _base(result, self.info, signals, status="failed", attempts=self.retries + 1, **usage,
-                     error=f"judge output unusable after {self.retries + 1} attempts: {error}")
+            return _base(
+                result,
+                self.info,
+                signals,
+                status="diagnosed",
+                primary_mode=reply.primary_mode,
+                failures=reply.failures,
+                confidence=reply.confidence,
+                summary=reply.summary,
+                forced=forced,
+                attempts=attempt,
+                **usage,
+            )
+        return _base(
+            result,
+            self.info,
+            signals,
+            status="failed",
+            attempts=self.retries + 1,
+            **usage,
+            error=f"judge output unusable after {self.retries + 1} attempts: {error}",
+        )
 
 
 class DeterministicDiagnoser:
@@ -168,18 +215,41 @@ class DeterministicDiagnoser:
         signals = detect(result.transcript)
         primary = strongest_mode(signals)
         if primary is None:
-            return _base(result, self.info, signals, status="diagnosed", primary_mode=taxonomy.UNCLASSIFIED,
-                         summary="no deterministic signal applies; an LLM judge is needed to classify this failure")
+            return _base(
+                result,
+                self.info,
+                signals,
+                status="diagnosed",
+                primary_mode=taxonomy.UNCLASSIFIED,
+                summary="no deterministic signal applies; an LLM judge is needed to classify this failure",
+            )
         certain = any(s.certain and s.mode == primary for s in signals)
-        failures = [Failure(mode=s.mode, root_cause=s.mode == primary, evidence=s.evidence)
-                    for s in signals if s.mode]
-        return _base(result, self.info, signals, status="diagnosed", primary_mode=primary, failures=failures,
-                     confidence=1.0 if certain else 0.5, summary=next(f.evidence for f in failures if f.root_cause))
+        failures = [
+            Failure(mode=s.mode, root_cause=s.mode == primary, evidence=s.evidence) for s in signals if s.mode
+        ]
+        return _base(
+            result,
+            self.info,
+            signals,
+            status="diagnosed",
+            primary_mode=primary,
+            failures=failures,
+            confidence=1.0 if certain else 0.5,
+            summary=next(f.evidence for f in failures if f.root_cause),
+        )
 
 
-def make_diagnoser(name: str, api_base: str | None = None, api_key_env: str | None = None, *,
-                   retries: int = 3, backoff_base_s: float = 1.0) -> Diagnoser:
+def make_diagnoser(
+    name: str,
+    api_base: str | None = None,
+    api_key_env: str | None = None,
+    *,
+    retries: int = 3,
+    backoff_base_s: float = 1.0,
+) -> Diagnoser:
     """``deterministic`` or a litellm model id (the judge's name is its model, as with ``atlas run --judge``)."""
     if name == DETERMINISTIC:
         return DeterministicDiagnoser()
-    return LLMDiagnoser(name, Endpoint(name, api_base, api_key_env), retries=retries, backoff_base_s=backoff_base_s)
+    return LLMDiagnoser(
+        name, Endpoint(name, api_base, api_key_env), retries=retries, backoff_base_s=backoff_base_s
+    )

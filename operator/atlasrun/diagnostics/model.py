@@ -50,7 +50,7 @@ class Diagnosis(BaseModel):
     cost_usd: float = 0.0
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Diagnosis":
+    def _consistent(self) -> Diagnosis:
         if self.status == "failed":
             self.primary_mode, self.family = None, None
             return self

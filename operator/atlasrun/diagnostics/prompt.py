@@ -80,7 +80,9 @@ Answer with a JSON object only:
 
 PROMPT_SHA256 = hashlib.sha256(f"{DIAGNOSIS_PROMPT}\n{definitions_text()}".encode()).hexdigest()
 
-RETRY_PROMPT = "That reply was not usable: {error}. Answer again with the JSON object only, using exact mode ids."
+RETRY_PROMPT = (
+    "That reply was not usable: {error}. Answer again with the JSON object only, using exact mode ids."
+)
 
 
 def reference_text(task: Task, output_chars: int = 300, max_steps: int = 40) -> tuple[str, str]:
@@ -114,21 +116,32 @@ def limit_context(signals: list[Signal]) -> str:
 
 
 def missed_claims_text(verdicts: list[ClaimVerdict]) -> str:
-    lines = [f"- [{v.label}] {v.claim}\n  scorer reason: {v.reason or '(none given)'}"
-             for v in verdicts if v.score is not None and v.score < 1.0]
+    lines = [
+        f"- [{v.label}] {v.claim}\n  scorer reason: {v.reason or '(none given)'}"
+        for v in verdicts
+        if v.score is not None and v.score < 1.0
+    ]
     return "\n".join(lines) or "(the scorer marked no individual claim as missed)"
 
 
-def build_prompt(task: Task, transcript: Transcript, claims: list[ClaimVerdict], coverage: float,
-                 signals: list[Signal]) -> str:
+def build_prompt(
+    task: Task, transcript: Transcript, claims: list[ClaimVerdict], coverage: float, signals: list[Signal]
+) -> str:
     traj_text, traj_suffix = reference_text(task)
     trace = format_trace(enriched_trace(transcript), transcript.final_answer, transcript.stop_reason)
     return DIAGNOSIS_PROMPT.format(
-        task_id=task.id, prompt=task.prompt, coverage_score=coverage, limit_context=limit_context(signals),
-        traj_text=traj_text, traj_suffix=traj_suffix,
+        task_id=task.id,
+        prompt=task.prompt,
+        coverage_score=coverage,
+        limit_context=limit_context(signals),
+        traj_text=traj_text,
+        traj_suffix=traj_suffix,
         gtfa_claims="\n".join(f"{i}. {c}" for i, c in enumerate(task.claims, 1)),
-        agent_trace=trace, final_response_text=transcript.final_answer or "(empty response)",
-        missed_text=missed_claims_text(claims), mode_definitions=definitions_text())
+        agent_trace=trace,
+        final_response_text=transcript.final_answer or "(empty response)",
+        missed_text=missed_claims_text(claims),
+        mode_definitions=definitions_text(),
+    )
 
 
 def retry_prompt(error: str) -> str:

@@ -25,7 +25,9 @@ _NOT_MODEL_ERRORS = frozenset({"budget", "transport"})
 _SCHEMA_ERROR = re.compile(
     r"-32602|invalid (?:params|arguments|input)|validation error|is a required property|missing required"
     r"|field required|required argument|unexpected keyword argument|invalid_type|is not of type"
-    r"|expected \w+, received", re.IGNORECASE)
+    r"|expected \w+, received",
+    re.IGNORECASE,
+)
 # Order of strength: the deterministic diagnoser's primary is the first mode present.
 MODE_STRENGTH = ("no_tool_use", "err_recovery", "malformed_call", "wrong_tool")
 
@@ -51,17 +53,30 @@ def detect(transcript: Transcript) -> list[Signal]:
     calls = transcript.calls
     signals: list[Signal] = []
     if not calls:
-        signals.append(Signal(
-            name="no_tool_calls", mode="no_tool_use", certain=True,
-            evidence="the agent made no tool call at all and answered directly",
-            forbids=["malformed_call", "wrong_tool", "err_recovery", "response_misparsing"]))
-    signals += [s for s in (_repeated_failures(calls), _argument_errors(calls, transcript.tools),
-                            _unavailable(calls)) if s is not None]
+        signals.append(
+            Signal(
+                name="no_tool_calls",
+                mode="no_tool_use",
+                certain=True,
+                evidence="the agent made no tool call at all and answered directly",
+                forbids=["malformed_call", "wrong_tool", "err_recovery", "response_misparsing"],
+            )
+        )
+    signals += [
+        s
+        for s in (_repeated_failures(calls), _argument_errors(calls, transcript.tools), _unavailable(calls))
+        if s is not None
+    ]
     if transcript.stop_reason in BUDGET_STOPS:
-        signals.append(Signal(
-            name="budget_exhausted", certain=True, forbids=["early_termination"],
-            evidence=f"the harness stopped the agent (stop_reason={transcript.stop_reason}) after "
-                     f"{len(calls)} tool call(s) and {transcript.turns} turn(s); it did not choose to stop"))
+        signals.append(
+            Signal(
+                name="budget_exhausted",
+                certain=True,
+                forbids=["early_termination"],
+                evidence=f"the harness stopped the agent (stop_reason={transcript.stop_reason}) after "
+                f"{len(calls)} tool call(s) and {transcript.turns} turn(s); it did not choose to stop",
+            )
+        )
     return signals
 
 
@@ -90,10 +105,17 @@ def _repeated_failures(calls: list[CallRecord]) -> Signal | None:
     repeats = {key: numbers for key, numbers in groups.items() if len(numbers) > 1}
     if not repeats:
         return None
-    parts = [f"{name} failed {len(numbers)} times with identical arguments (calls "
-             f"{', '.join(f'#{n}' for n in numbers)})" for (name, _), numbers in repeats.items()]
-    return Signal(name="repeated_failing_call", mode="err_recovery", evidence="; ".join(parts),
-                  calls=sorted(n for numbers in repeats.values() for n in numbers))
+    parts = [
+        f"{name} failed {len(numbers)} times with identical arguments (calls "
+        f"{', '.join(f'#{n}' for n in numbers)})"
+        for (name, _), numbers in repeats.items()
+    ]
+    return Signal(
+        name="repeated_failing_call",
+        mode="err_recovery",
+        evidence="; ".join(parts),
+        calls=sorted(n for numbers in repeats.values() for n in numbers),
+    )
 
 
 def _schema_problem(call: CallRecord, schemas: dict[str, dict[str, Any]]) -> str | None:
@@ -118,13 +140,20 @@ def _schema_problem(call: CallRecord, schemas: dict[str, dict[str, Any]]) -> str
 
 
 def _argument_errors(calls: list[CallRecord], tools: list[dict[str, Any]]) -> Signal | None:
-    schemas = {t["function"]["name"]: t["function"].get("parameters") or {}
-               for t in tools if isinstance(t.get("function"), dict) and t["function"].get("name")}
+    schemas = {
+        t["function"]["name"]: t["function"].get("parameters") or {}
+        for t in tools
+        if isinstance(t.get("function"), dict) and t["function"].get("name")
+    }
     found = [(n, c.name, why) for n, c in enumerate(calls, 1) if (why := _schema_problem(c, schemas))]
     if not found:
         return None
-    return Signal(name="argument_error", mode="malformed_call", calls=[n for n, _, _ in found],
-                  evidence="; ".join(f"call #{n} {name}: {why}" for n, name, why in found))
+    return Signal(
+        name="argument_error",
+        mode="malformed_call",
+        calls=[n for n, _, _ in found],
+        evidence="; ".join(f"call #{n} {name}: {why}" for n, name, why in found),
+    )
 
 
 def _unavailable(calls: list[CallRecord]) -> Signal | None:
@@ -132,8 +161,12 @@ def _unavailable(calls: list[CallRecord]) -> Signal | None:
     if not found:
         return None
     names = sorted({name for _, name in found})
-    return Signal(name="unavailable_tool", mode="wrong_tool", calls=[n for n, _ in found],
-                  evidence=f"called tool(s) not in the task's tool set: {', '.join(names)}")
+    return Signal(
+        name="unavailable_tool",
+        mode="wrong_tool",
+        calls=[n for n, _ in found],
+        evidence=f"called tool(s) not in the task's tool set: {', '.join(names)}",
+    )
 
 
 # --- the enriched trace -------------------------------------------------------------------------
@@ -164,9 +197,14 @@ def shorten(text: Any, limit: int) -> str:
 
 
 def _trace_call(number: int, call: CallRecord, output_chars: int) -> TraceCall:
-    return TraceCall(number=number, name=call.name, parameters=call.arguments,
-                     status="error" if call.is_error else "ok", error_kind=call.error_kind,
-                     summary=shorten(call.result, output_chars))
+    return TraceCall(
+        number=number,
+        name=call.name,
+        parameters=call.arguments,
+        status="error" if call.is_error else "ok",
+        error_kind=call.error_kind,
+        summary=shorten(call.result, output_chars),
+    )
 
 
 def enriched_trace(transcript: Transcript, output_chars: int = 400) -> list[TraceTurn]:
@@ -194,8 +232,9 @@ def enriched_trace(transcript: Transcript, output_chars: int = 400) -> list[Trac
     return turns
 
 
-def format_trace(turns: list[TraceTurn], final_answer: str = "", stop_reason: str | None = None,
-                 param_chars: int = 400) -> str:
+def format_trace(
+    turns: list[TraceTurn], final_answer: str = "", stop_reason: str | None = None, param_chars: int = 400
+) -> str:
     lines: list[str] = []
     for turn in turns:
         head = f"Turn {turn.number}"

@@ -32,9 +32,10 @@ import csv
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from atlasrun.agent.litellm_agent import last_text, parse_arguments
 from atlasrun.agent.transcript import CallRecord, Transcript
@@ -113,14 +114,19 @@ def transcript_from_messages(messages: list[Any], model: str, answer: str | None
                     raise ValueError(f"message {i} tool_call {j} is not an object")
                 function = tool_call.get("function")
                 function = function if isinstance(function, dict) else {}
-                call = CallRecord(id=str(tool_call.get("id") or f"call_{i}_{j}"), name=str(function.get("name") or ""),
-                                  arguments=parse_arguments(function.get("arguments")))
+                call = CallRecord(
+                    id=str(tool_call.get("id") or f"call_{i}_{j}"),
+                    name=str(function.get("name") or ""),
+                    arguments=parse_arguments(function.get("arguments")),
+                )
                 transcript.calls.append(call)
                 pending[call.id] = call
         elif role == "tool":
             result = pending.pop(str(message.get("tool_call_id")), None)
             if result is None:
-                transcript.notes.append(f"message {i}: tool result for unknown call {message.get('tool_call_id')!r}")
+                transcript.notes.append(
+                    f"message {i}: tool result for unknown call {message.get('tool_call_id')!r}"
+                )
                 continue
             result.result, result.is_error = tool_text(message.get("content"))
             result.error_kind = "tool_error" if result.is_error else None
@@ -143,7 +149,9 @@ def _label(column: str, index: int, item: Any) -> tuple[Label, str, float | None
             return SCORE_BY_VALUE[float(score)], reason, confidence  # type: ignore[return-value]
         except (KeyError, ValueError):
             pass
-    raise RowError(column, f"claim {index}: no score of 1, 0.5 or 0 and no coverage outcome: {str(item)[:80]}")
+    raise RowError(
+        column, f"claim {index}: no score of 1, 0.5 or 0 and no coverage outcome: {str(item)[:80]}"
+    )
 
 
 def _verdicts(column: str, value: Any, claims: list[str]) -> list[ClaimVerdict]:
@@ -166,7 +174,9 @@ def _verdicts(column: str, value: Any, claims: list[str]) -> list[ClaimVerdict]:
     return verdicts
 
 
-def _score(result: TaskResult, rows: list[dict[str, Any]], task: Task, threshold: float, judge: JudgeInfo) -> None:
+def _score(
+    result: TaskResult, rows: list[dict[str, Any]], task: Task, threshold: float, judge: JudgeInfo
+) -> None:
     """Apply the scores found in ``rows`` (scores file row first, then the results row)."""
     for row in rows:
         column, value = _value(row, PER_CLAIM)
@@ -175,10 +185,16 @@ def _score(result: TaskResult, rows: list[dict[str, Any]], task: Task, threshold
             score = score_claims(verdicts, threshold)
             result.claims, result.judge = verdicts, judge
             if score.judge_failures:
-                result.reason = f"judge failed on {score.judge_failures}/{len(verdicts)} claims (MCP-Atlas scorer)"
+                result.reason = (
+                    f"judge failed on {score.judge_failures}/{len(verdicts)} claims (MCP-Atlas scorer)"
+                )
                 return
             result.status, result.coverage, result.passed, result.passed_at = (
-                "scored", score.coverage, score.passed, score.passed_at)
+                "scored",
+                score.coverage,
+                score.passed,
+                score.passed_at,
+            )
             return
         column, value = _value(row, COVERAGE)
         if value is not None:
@@ -197,10 +213,26 @@ def _score(result: TaskResult, rows: list[dict[str, Any]], task: Task, threshold
             return
 
 
-def _row_result(row: dict[str, Any], task: Task, model: str, repeat: int, score_rows: list[dict[str, Any]],
-                threshold: float, judge: JudgeInfo) -> TaskResult:
-    result = TaskResult(task_id=task.id, model=model, repeat=repeat, status="error", reason=NOT_JUDGED,
-                        domain=task.domain, category=task.category, servers=task.required_servers, task=task)
+def _row_result(
+    row: dict[str, Any],
+    task: Task,
+    model: str,
+    repeat: int,
+    score_rows: list[dict[str, Any]],
+    threshold: float,
+    judge: JudgeInfo,
+) -> TaskResult:
+    result = TaskResult(
+        task_id=task.id,
+        model=model,
+        repeat=repeat,
+        status="error",
+        reason=NOT_JUDGED,
+        domain=task.domain,
+        category=task.category,
+        servers=task.required_servers,
+        task=task,
+    )
     conversation_column, conversation = _value(row, CONVERSATION)
     response = _value(row, RESPONSE)[1]
     if conversation is None and response is None:
@@ -208,7 +240,9 @@ def _row_result(row: dict[str, Any], task: Task, model: str, repeat: int, score_
         return result
     messages = _json(conversation_column, conversation) if conversation is not None else []
     if not isinstance(messages, list):
-        raise RowError(conversation_column, f"expected a JSON list of messages, got {type(messages).__name__}")
+        raise RowError(
+            conversation_column, f"expected a JSON list of messages, got {type(messages).__name__}"
+        )
     try:
         transcript = transcript_from_messages(messages, model, None if response is None else str(response))
     except ValueError as exc:
@@ -219,9 +253,12 @@ def _row_result(row: dict[str, Any], task: Task, model: str, repeat: int, score_
     except ValueError:
         transcript.wall_s = 0.0
     result.transcript, result.turns, result.wall_s = transcript, transcript.turns, transcript.wall_s
-    result.tool_calls, result.tool_errors = len(transcript.calls), sum(1 for c in transcript.calls if c.is_error)
+    result.tool_calls, result.tool_errors = (
+        len(transcript.calls),
+        sum(1 for c in transcript.calls if c.is_error),
+    )
     result.stop_reason = transcript.stop_reason
-    _score(result, score_rows + [row], task, threshold, judge)
+    _score(result, [*score_rows, row], task, threshold, judge)
     return result
 
 
@@ -234,8 +271,15 @@ def _by_id(path: Path) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def import_results(path: Path, tasks: dict[str, Task], model: str, *, scores: Iterable[Path] = (),
-                   threshold: float = 0.75, judge_model: str | None = None) -> Imported:
+def import_results(
+    path: Path,
+    tasks: dict[str, Task],
+    model: str,
+    *,
+    scores: Iterable[Path] = (),
+    threshold: float = 0.75,
+    judge_model: str | None = None,
+) -> Imported:
     judge = JudgeInfo(name="mcp-atlas", kind="llm", model=judge_model, version="mcp-atlas-scorer")
     score_files = [_by_id(p) for p in scores]
     seen: dict[str, int] = defaultdict(int)
@@ -270,8 +314,11 @@ def _export_messages(transcript: Transcript) -> list[dict[str, Any]]:
     errors = {c.id for c in transcript.calls if c.is_error}
     messages = []
     for message in transcript.messages:
-        if message.get("role") == "tool" and message.get("tool_call_id") in errors \
-                and isinstance(message.get("content"), str):
+        if (
+            message.get("role") == "tool"
+            and message.get("tool_call_id") in errors
+            and isinstance(message.get("content"), str)
+        ):
             message = {**message, "content": [{"type": "text", "text": message["content"], "isError": True}]}
         messages.append(message)
     return messages
@@ -288,9 +335,12 @@ def export_rows(results: list[TaskResult]) -> tuple[list[str], list[dict[str, st
     rows = []
     for result in chosen:
         transcript = result.transcript
-        row = {"task_id": result.task_id,
-               "raw_conversation_history": json.dumps(_export_messages(transcript)) if transcript else "",
-               "response": transcript.final_answer if transcript else "", "repeat": str(result.repeat)}
+        row = {
+            "task_id": result.task_id,
+            "raw_conversation_history": json.dumps(_export_messages(transcript)) if transcript else "",
+            "response": transcript.final_answer if transcript else "",
+            "repeat": str(result.repeat),
+        }
         scored = result.status == "scored" and result.coverage is not None
         row["coverage_score"] = repr(result.coverage) if scored else ""
         row["pass"] = str(bool(result.passed)) if scored else ""

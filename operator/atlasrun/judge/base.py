@@ -19,11 +19,11 @@ class ClaimVerdict(BaseModel):
     error: str | None = None
 
     @classmethod
-    def labelled(cls, claim: str, label: Label, reason: str, confidence: float | None = None) -> "ClaimVerdict":
+    def labelled(cls, claim: str, label: Label, reason: str, confidence: float | None = None) -> ClaimVerdict:
         return cls(claim=claim, label=label, score=LABEL_SCORES[label], reason=reason, confidence=confidence)
 
     @classmethod
-    def failed(cls, claim: str, error: str) -> "ClaimVerdict":
+    def failed(cls, claim: str, error: str) -> ClaimVerdict:
         return cls(claim=claim, error=error)
 
 

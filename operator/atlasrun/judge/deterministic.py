@@ -23,20 +23,141 @@ PERCENT_POINTS = 1.0
 
 _ID_TOKEN = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?)?|\d+(?:\.\d+){2,}|\d{1,2}:\d{2}(?::\d{2})?"
-    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")  # dates, versions, times, commit hashes
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"
+)  # dates, versions, times, commit hashes
 _NUMBER = re.compile(
     r"(?<![\w.])(-)?\$?((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)\s*(%|percent\b|k\b|thousand\b|m\b|million\b|"
-    r"bn\b|billion\b)?")
+    r"bn\b|billion\b)?"
+)
 # A quote opens only after a non-word character, so possessives ("Webb's") are not quotes.
 _QUOTED = re.compile(r"(?<!\w)[\"'`]([^\"'`]{2,}?)[\"'`](?!\w)")
 _WORD = re.compile(r"[\w@^~./+#-]+")
 _SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
-_STOP = set("""a an the is are was were be been being of in on at to for from by with and or not no as that
-this these those it its it's which who whom whose what when where why how than then there their they them he she
-his her has have had do does did will would can could should may might must shall into over under about after
-before between both each all any some such only own same so too very just also per via one most more less least
-fewest many much few out up down off again further once here both either neither nor if else while during
-total value values number numbers named called respectively""".split())
+_STOP = set(
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "not",
+        "no",
+        "as",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "it's",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "when",
+        "where",
+        "why",
+        "how",
+        "than",
+        "then",
+        "there",
+        "their",
+        "they",
+        "them",
+        "he",
+        "she",
+        "his",
+        "her",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "into",
+        "over",
+        "under",
+        "about",
+        "after",
+        "before",
+        "between",
+        "both",
+        "each",
+        "all",
+        "any",
+        "some",
+        "such",
+        "only",
+        "own",
+        "same",
+        "so",
+        "too",
+        "very",
+        "just",
+        "also",
+        "per",
+        "via",
+        "one",
+        "most",
+        "more",
+        "less",
+        "least",
+        "fewest",
+        "many",
+        "much",
+        "few",
+        "out",
+        "up",
+        "down",
+        "off",
+        "again",
+        "further",
+        "once",
+        "here",
+        "both",
+        "either",
+        "neither",
+        "nor",
+        "if",
+        "else",
+        "while",
+        "during",
+        "total",
+        "value",
+        "values",
+        "number",
+        "numbers",
+        "named",
+        "called",
+        "respectively",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -105,8 +226,12 @@ def _facts(claim: str) -> tuple[list[str], list[str], list[_Num]]:
         token = raw.strip(".,;:!?()[]{}\"'-")
         if not token or token.lower() in _STOP or len(token) < 2:
             continue
-        entity_like = any(ch in token for ch in "._/@^~#+") or any(ch.isdigit() for ch in token) or (
-            i > 0 and token[0].isupper()) or (token.isupper() and len(token) > 1)
+        entity_like = (
+            any(ch in token for ch in "._/@^~#+")
+            or any(ch.isdigit() for ch in token)
+            or (i > 0 and token[0].isupper())
+            or (token.isupper() and len(token) > 1)
+        )
         (keys if entity_like else content).append(token.lower() if entity_like else _stem(token))
     return keys, content, _numbers(claim)
 
@@ -128,8 +253,11 @@ class DeterministicJudge:
         missing_numbers = [_fmt(n) for n in numbers if not _num_match(n, response_numbers)]
         missing += missing_numbers
         total_keys = len(keys) + len(numbers)
-        content_hit = sum(1 for w in content if w in response_stems or any(s.startswith(w) for s in response_stems
-                                                                            if len(w) >= 5))
+        content_hit = sum(
+            1
+            for w in content
+            if w in response_stems or any(s.startswith(w) for s in response_stems if len(w) >= 5)
+        )
         content_ratio = content_hit / len(content) if content else 1.0
         label: Label
         if numbers and len(missing_numbers) == len(numbers):
@@ -143,10 +271,17 @@ class DeterministicJudge:
             else:
                 label = "not_fulfilled"
         else:
-            label = ("fulfilled" if content_ratio >= 0.8 else
-                     "partially_fulfilled" if content_ratio >= 0.5 else "not_fulfilled")
-        reason = (f"matched {total_keys - len(missing)}/{total_keys} key facts, "
-                  f"{content_hit}/{len(content)} content words")
+            label = (
+                "fulfilled"
+                if content_ratio >= 0.8
+                else "partially_fulfilled"
+                if content_ratio >= 0.5
+                else "not_fulfilled"
+            )
+        reason = (
+            f"matched {total_keys - len(missing)}/{total_keys} key facts, "
+            f"{content_hit}/{len(content)} content words"
+        )
         if missing:
             reason += "; missing: " + ", ".join(missing[:8])
         return ClaimVerdict.labelled(claim, label, reason, 1.0)

@@ -52,14 +52,22 @@ def parse_judge_output(text: str) -> tuple[str, str, float | None]:
 
 
 class LLMJudge:
-    def __init__(self, name: str, endpoint: Endpoint, *, retries: int = 3, backoff_base_s: float = 1.0,
-                 max_concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        name: str,
+        endpoint: Endpoint,
+        *,
+        retries: int = 3,
+        backoff_base_s: float = 1.0,
+        max_concurrency: int = 8,
+    ) -> None:
         self.endpoint = endpoint
         self.retries = retries
         self.backoff_base_s = backoff_base_s
         self._slots = asyncio.Semaphore(max_concurrency)
-        self.info = JudgeInfo(name=name, kind="llm", model=endpoint.model, prompt_sha256=PROMPT_SHA256,
-                              version=PROMPT_VERSION)
+        self.info = JudgeInfo(
+            name=name, kind="llm", model=endpoint.model, prompt_sha256=PROMPT_SHA256, version=PROMPT_VERSION
+        )
 
     async def judge(self, claim: str, response: str) -> ClaimVerdict:
         prompt = CLAIM_JUDGE_PROMPT.format(claim=claim, response=response or "(empty response)")
@@ -68,13 +76,19 @@ class LLMJudge:
         for _ in range(self.retries + 1):
             try:
                 async with self._slots:
-                    completion = await complete(self.endpoint, messages, retries=self.retries,
-                                                backoff_base_s=self.backoff_base_s,
-                                                response_format={"type": "json_object"})
+                    completion = await complete(
+                        self.endpoint,
+                        messages,
+                        retries=self.retries,
+                        backoff_base_s=self.backoff_base_s,
+                        response_format={"type": "json_object"},
+                    )
                 label, reason, confidence = parse_judge_output(completion.message.get("content") or "")
                 return ClaimVerdict.labelled(claim, label, reason, confidence)  # type: ignore[arg-type]
             except ProviderError as exc:
                 return ClaimVerdict.failed(claim, f"judge provider failed: {exc}")
             except JudgeOutputError as exc:
                 last_error = str(exc)
-        return ClaimVerdict.failed(claim, f"judge output unusable after {self.retries + 1} attempts: {last_error}")
+        return ClaimVerdict.failed(
+            claim, f"judge output unusable after {self.retries + 1} attempts: {last_error}"
+        )

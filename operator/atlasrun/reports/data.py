@@ -150,7 +150,7 @@ def clip(text: Any, limit: int) -> str:
     value = "" if text is None else str(text)
     if len(value) <= limit:
         return value
-    return f"{value[:max(limit, 0)]}… [{len(value) - limit:,} more chars]"
+    return f"{value[: max(limit, 0)]}… [{len(value) - limit:,} more chars]"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -174,7 +174,8 @@ def _judges(results: list[TaskResult]) -> list[tuple[str, JudgeInfo]]:
         for judgement in r.secondary:
             secondary.setdefault(judgement.judge.name, judgement.judge)
     return [("primary", i) for i in primary.values()] + [
-        ("secondary", i) for n, i in secondary.items() if n not in primary]
+        ("secondary", i) for n, i in secondary.items() if n not in primary
+    ]
 
 
 def _header(out: Path, results: list[TaskResult]) -> RunHeader:
@@ -187,13 +188,17 @@ def _header(out: Path, results: list[TaskResult]) -> RunHeader:
         mtime = (out / "results.jsonl").stat().st_mtime
         started = dt.datetime.fromtimestamp(mtime, dt.UTC).isoformat(timespec="seconds")
     return RunHeader(
-        name=str(summary.get("run") or meta.get("name") or out.resolve().name), out_dir=str(out.resolve()),
+        name=str(summary.get("run") or meta.get("name") or out.resolve().name),
+        out_dir=str(out.resolve()),
         started=str(started) if started else None,
         generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         threshold=float(threshold) if isinstance(threshold, (int, float)) else 0.75,
-        judges=_judges(results), version=run.get("atlasrun_version"),
-        repeats=max((r.repeat for r in results), default=0) + 1, data_dir=run.get("data_dir"),
-        servers=[str(s) for s in run.get("servers") or []])
+        judges=_judges(results),
+        version=run.get("atlasrun_version"),
+        repeats=max((r.repeat for r in results), default=0) + 1,
+        data_dir=run.get("data_dir"),
+        servers=[str(s) for s in run.get("servers") or []],
+    )
 
 
 def _order(results: list[TaskResult], out: Path) -> list[str]:
@@ -215,13 +220,22 @@ def _calls(record: TaskResult, budget: int) -> tuple[list[CallView], int, int]:
         keep = min(len(calls), max(4, budget // (CALL_MIN + CALL_OVERHEAD)))
         after = (keep + 1) // 2
         omitted = len(calls) - keep
-        shown = shown[:after] + shown[len(shown) - (keep - after):]
+        shown = shown[:after] + shown[len(shown) - (keep - after) :]
         per_call = CALL_MIN
     result_max = min(CALL_RESULT_MAX, per_call * 3 // 4)
     args_max = min(CALL_ARGS_MAX, max(per_call // 4, 60))
-    views = [CallView(number=n, name=c.name, arguments=clip(canonical_arguments(c.arguments), args_max),
-                      result=clip(c.result, result_max), is_error=c.is_error, error_kind=c.error_kind,
-                      elapsed_s=c.elapsed_s) for n, c in shown]
+    views = [
+        CallView(
+            number=n,
+            name=c.name,
+            arguments=clip(canonical_arguments(c.arguments), args_max),
+            result=clip(c.result, result_max),
+            is_error=c.is_error,
+            error_kind=c.error_kind,
+            elapsed_s=c.elapsed_s,
+        )
+        for n, c in shown
+    ]
     return views, omitted, after
 
 
@@ -233,15 +247,24 @@ def _drill(result: TaskResult, full: TaskResult | None, budget: int) -> DrillRow
     text_max = max(200, min(4_000, budget // 6))
     reason_max = max(120, min(REASON_MAX, budget // (4 * max(len(claims), 1))))
     others = {j.judge.name: {v.claim: v.label for v in j.claims} for j in record.secondary}
-    row.claims = [ClaimView(claim=clip(v.claim, reason_max), label=v.label, score=v.score,
-                            reason=clip(v.reason, reason_max), error=v.error and clip(v.error, reason_max),
-                            others={name: labels.get(v.claim) for name, labels in others.items()})
-                  for v in claims]
+    row.claims = [
+        ClaimView(
+            claim=clip(v.claim, reason_max),
+            label=v.label,
+            score=v.score,
+            reason=clip(v.reason, reason_max),
+            error=v.error and clip(v.error, reason_max),
+            others={name: labels.get(v.claim) for name, labels in others.items()},
+        )
+        for v in claims
+    ]
     if record.task is not None:
         row.prompt = clip(record.task.prompt, text_max)
         if not row.claims:  # never judged (excluded, or an error before scoring): show the claims alone
-            row.claims = [ClaimView(claim=clip(c, reason_max), label=None, score=None, reason="", error=None,
-                                    others={}) for c in record.task.claims]
+            row.claims = [
+                ClaimView(claim=clip(c, reason_max), label=None, score=None, reason="", error=None, others={})
+                for c in record.task.claims
+            ]
     if record.transcript is not None:
         row.answer = clip(record.transcript.final_answer, text_max)
         row.stop_reason = record.transcript.stop_reason
@@ -252,9 +275,16 @@ def _drill(result: TaskResult, full: TaskResult | None, budget: int) -> DrillRow
 
 def _signals_diagnosis(result: TaskResult, signals: list[Signal]) -> Diagnosis:
     """What the trace alone says (no diagnosis on file): the strongest signal's mode, else unclassified."""
-    return Diagnosis(model=result.model, task_id=result.task_id, repeat=result.repeat, coverage=result.coverage,
-                     status="diagnosed", primary_mode=strongest_mode(signals) or UNCLASSIFIED, signals=signals,
-                     judge=SIGNALS_JUDGE)
+    return Diagnosis(
+        model=result.model,
+        task_id=result.task_id,
+        repeat=result.repeat,
+        coverage=result.coverage,
+        status="diagnosed",
+        primary_mode=strongest_mode(signals) or UNCLASSIFIED,
+        signals=signals,
+        judge=SIGNALS_JUDGE,
+    )
 
 
 def build_data(out: Path) -> ReportData:
@@ -279,7 +309,8 @@ def build_data(out: Path) -> ReportData:
         if full is not None and full.transcript is not None:
             if result.status == "scored":
                 metrics[result.model].append(
-                    task_tool_metrics(full.transcript, result.task_id, result.model, result.repeat))
+                    task_tool_metrics(full.transcript, result.task_id, result.model, result.repeat)
+                )
             if is_failing(result, fail_threshold) and row.diagnosis is None:
                 row.signals = detect(full.transcript)
                 derived[result.key] = _signals_diagnosis(result, row.signals)
@@ -289,21 +320,32 @@ def build_data(out: Path) -> ReportData:
 
     failing = [r.key for r in results if is_failing(r, fail_threshold)]
     diagnosed = {k: diagnoses[k] for k in failing if k in diagnoses}
-    source: Literal["diagnoses", "signals", "none"] = "diagnoses" if diagnosed else "signals" if derived else "none"
+    source: Literal["diagnoses", "signals", "none"] = (
+        "diagnoses" if diagnosed else "signals" if derived else "none"
+    )
     modes = aggregate(failing, diagnosed if diagnosed else derived)
 
     grouped = by_model(results)
     totals = summarize(results, order)
-    models = [ModelRow(model=m, totals=totals[m], pass_rate=pass_rate_ci(grouped[m]),
-                       coverage=coverage_ci(grouped[m]),
-                       tools=aggregate_tool_metrics(metrics[m], missing[m]),
-                       coverages=[r.coverage for r in grouped[m] if r.status == "scored" and r.coverage is not None],
-                       repeats=repeat_stats(grouped[m]) if header.repeats > 1 else None) for m in order]
+    models = [
+        ModelRow(
+            model=m,
+            totals=totals[m],
+            pass_rate=pass_rate_ci(grouped[m]),
+            coverage=coverage_ci(grouped[m]),
+            tools=aggregate_tool_metrics(metrics[m], missing[m]),
+            coverages=[r.coverage for r in grouped[m] if r.status == "scored" and r.coverage is not None],
+            repeats=repeat_stats(grouped[m]) if header.repeats > 1 else None,
+        )
+        for m in order
+    ]
     several_judges = len(header.judges) > 1
     return ReportData(
-        header=header, models=models,
+        header=header,
+        models=models,
         breakdowns={by: {m: breakdown(grouped[m], by) for m in order} for by in BREAKDOWNS},
         judge_rates=cross_judge_rates(results) if several_judges else {},
         agreement=claim_agreement(results) if several_judges else [],
         failures=FailureModes(source=source, threshold=fail_threshold, report=modes, failing=len(failing)),
-        rows=rows)
+        rows=rows,
+    )

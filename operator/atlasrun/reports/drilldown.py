@@ -32,8 +32,11 @@ def _mode(mode: str | None) -> str:
 
 def _label(label: str | None, error: str | None = None) -> str:
     if label is None:
-        return f'<span class="badge b-err" title="{attr(error)}">judge failed</span>' if error else \
-            '<span class="badge b-none">not judged</span>'
+        return (
+            f'<span class="badge b-err" title="{attr(error)}">judge failed</span>'
+            if error
+            else '<span class="badge b-none">not judged</span>'
+        )
     return f'<span class="badge l-{attr(label)}">{esc(LABEL_TEXT.get(label, label))}</span>'
 
 
@@ -53,10 +56,14 @@ def _claims(claims: list[ClaimView]) -> str:
     for i, c in enumerate(claims, 1):
         cells = "".join(f"<td>{_label(c.others.get(name))}</td>" for name in others)
         reason = esc(c.reason) or (f'<span class="err">{esc(c.error)}</span>' if c.error else "")
-        rows.append(f'<tr><td class="num">{i}</td><td>{esc(c.claim)}</td><td>{_label(c.label, c.error)}</td>'
-                    f'<td class="reason">{reason}</td>{cells}</tr>')
-    return (f'<table class="claims"><thead><tr><th>#</th><th>claim</th><th>verdict</th><th>reason</th>{head}'
-            f'</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+        rows.append(
+            f'<tr><td class="num">{i}</td><td>{esc(c.claim)}</td><td>{_label(c.label, c.error)}</td>'
+            f'<td class="reason">{reason}</td>{cells}</tr>'
+        )
+    return (
+        f'<table class="claims"><thead><tr><th>#</th><th>claim</th><th>verdict</th><th>reason</th>{head}'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _calls(row: DrillRow) -> str:
@@ -67,12 +74,16 @@ def _calls(row: DrillRow) -> str:
     parts = []
     for call in row.calls:
         if row.omitted_calls and call.number == row.calls[row.omitted_after].number:
-            parts.append(f'<div class="omitted">… {row.omitted_calls} call(s) omitted to keep the report small …</div>')
+            parts.append(
+                f'<div class="omitted">… {row.omitted_calls} call(s) omitted to keep the report small …</div>'
+            )
         kind = f' <span class="badge b-err">{esc(call.error_kind or "error")}</span>' if call.is_error else ""
-        parts.append(f'<div class="call{" call-err" if call.is_error else ""}"><div class="call-head">'
-                     f'<span class="muted">#{call.number}</span> <code class="tool">{esc(call.name)}</code>{kind}'
-                     f'<span class="muted right">{call.elapsed_s:.2f}s</span></div>'
-                     f'<pre class="args">{esc(call.arguments)}</pre><pre class="out">{esc(call.result)}</pre></div>')
+        parts.append(
+            f'<div class="call{" call-err" if call.is_error else ""}"><div class="call-head">'
+            f'<span class="muted">#{call.number}</span> <code class="tool">{esc(call.name)}</code>{kind}'
+            f'<span class="muted right">{call.elapsed_s:.2f}s</span></div>'
+            f'<pre class="args">{esc(call.arguments)}</pre><pre class="out">{esc(call.result)}</pre></div>'
+        )
     return "".join(parts)
 
 
@@ -80,36 +91,51 @@ def _diagnosis(row: DrillRow) -> str:
     d = row.diagnosis
     if d is not None:
         if d.status == "failed":
-            return f'<p><span class="badge b-err">diagnosis failed</span> {esc(d.error)} <span class="muted">' \
-                   f'({esc(d.judge.name)})</span></p>'
+            return (
+                f'<p><span class="badge b-err">diagnosis failed</span> {esc(d.error)} <span class="muted">'
+                f"({esc(d.judge.name)})</span></p>"
+            )
         conf = f", confidence {d.confidence:.2f}" if d.confidence is not None else ""
-        items = "".join(f'<li>{_mode(f.mode)}{" <b>root cause</b>" if f.root_cause else ""} {esc(f.evidence)}</li>'
-                        for f in d.failures)
+        items = "".join(
+            f"<li>{_mode(f.mode)}{' <b>root cause</b>' if f.root_cause else ''} {esc(f.evidence)}</li>"
+            for f in d.failures
+        )
         forced = f'<p class="muted">{esc(d.forced)}</p>' if d.forced else ""
-        return (f'<p>{_mode(d.primary_mode)} '
-                f'<span class="muted">by {esc(d.judge.name)}{esc(conf)}</span></p><p>{esc(d.summary)}</p>{forced}'
-                + (f"<ul>{items}</ul>" if items else ""))
+        return (
+            f"<p>{_mode(d.primary_mode)} "
+            f'<span class="muted">by {esc(d.judge.name)}{esc(conf)}</span></p><p>{esc(d.summary)}</p>{forced}'
+            + (f"<ul>{items}</ul>" if items else "")
+        )
     if row.signals:
-        items = "".join(f"<li>{_mode(s.mode)} <code>{esc(s.name)}</code> {esc(s.evidence)}</li>" for s in row.signals)
+        items = "".join(
+            f"<li>{_mode(s.mode)} <code>{esc(s.name)}</code> {esc(s.evidence)}</li>" for s in row.signals
+        )
         return f'<p class="muted">not diagnosed yet; trace signals:</p><ul>{items}</ul>'
     return ""
 
 
 def _detail(row: DrillRow) -> str:
     r = row.result
-    meta = [f"stop: {esc(row.stop_reason or '-')}", f"turns: {r.turns}", f"tokens: {r.prompt_tokens + r.completion_tokens:,}",
-            f"cost: ${r.cost_usd:.4f}", f"servers: {esc(', '.join(r.servers) or '-')}"]
+    meta = [
+        f"stop: {esc(row.stop_reason or '-')}",
+        f"turns: {r.turns}",
+        f"tokens: {r.prompt_tokens + r.completion_tokens:,}",
+        f"cost: ${r.cost_usd:.4f}",
+        f"servers: {esc(', '.join(r.servers) or '-')}",
+    ]
     if r.reason:
         meta.insert(0, f'<span class="err">{esc(r.status)}: {esc(r.reason)}</span>')
     if r.infra_errors:
         meta.append(f'<span class="err">infra: {esc("; ".join(r.infra_errors))}</span>')
     diagnosis = _diagnosis(row)
-    return (f'<div class="meta">{" · ".join(meta)}</div>'
-            f'<h4>Prompt</h4><pre class="text">{esc(row.prompt) or "(no task record)"}</pre>'
-            f'<h4>Claims</h4>{_claims(row.claims)}'
-            f'<h4>Final answer</h4><pre class="text">{esc(row.answer) or "(empty)"}</pre>'
-            f'<h4>Transcript ({r.tool_calls} call(s), {r.tool_errors} error(s))</h4>{_calls(row)}'
-            + (f"<h4>Diagnosis</h4>{diagnosis}" if diagnosis else ""))
+    return (
+        f'<div class="meta">{" · ".join(meta)}</div>'
+        f'<h4>Prompt</h4><pre class="text">{esc(row.prompt) or "(no task record)"}</pre>'
+        f"<h4>Claims</h4>{_claims(row.claims)}"
+        f'<h4>Final answer</h4><pre class="text">{esc(row.answer) or "(empty)"}</pre>'
+        f"<h4>Transcript ({r.tool_calls} call(s), {r.tool_errors} error(s))</h4>{_calls(row)}"
+        + (f"<h4>Diagnosis</h4>{diagnosis}" if diagnosis else "")
+    )
 
 
 def _primary_mode(row: DrillRow) -> str:
@@ -132,11 +158,12 @@ def drilldown(rows: list[DrillRow], models: list[str]) -> str:
             f'data-text="{attr((r.task_id + " " + (r.domain or "") + " " + (r.category or "")).lower())}">'
             f'<td><button class="tog" aria-expanded="false" aria-controls="d{i}">▸</button></td>'
             f'<td>{esc(r.model)}</td><td class="task">{esc(r.task_id)}</td><td class="num">{r.repeat}</td>'
-            f'<td>{esc(r.domain or "–")}</td><td>{esc(r.category or "–")}</td><td>{_status(row)}</td>'
+            f"<td>{esc(r.domain or '–')}</td><td>{esc(r.category or '–')}</td><td>{_status(row)}</td>"
             f'<td class="num">{cov}</td><td class="num">{r.tool_calls}</td>'
             f'<td class="num">{r.tool_errors or ""}</td><td class="num">{r.wall_s:.{2 if r.wall_s < 10 else 1}f}</td>'
-            f'<td>{_primary_mode(row)}</td></tr>'
-            f'<tr class="detail" id="d{i}" hidden><td colspan="12">{_detail(row)}</td></tr>')
+            f"<td>{_primary_mode(row)}</td></tr>"
+            f'<tr class="detail" id="d{i}" hidden><td colspan="12">{_detail(row)}</td></tr>'
+        )
     return f"""<div class="filters">
 <label>model <select id="f-model"><option value="">all</option>{options}</select></label>
 <label>outcome <select id="f-status"><option value="">all</option><option>pass</option><option>fail</option>

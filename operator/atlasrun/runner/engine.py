@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from atlasrun import naming
 from atlasrun.agent.base import Agent
@@ -27,13 +27,13 @@ from atlasrun.judge.llm import LLMJudge
 from atlasrun.provider import Endpoint
 from atlasrun.runner.plan import Plan
 from atlasrun.runner.redact import Redactor
+from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec
 from atlasrun.scoring.claims import judge_task
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerStartError
 from atlasrun.servers.manager import ServerManager
 from atlasrun.servers.surface import ToolSurface
-from atlasrun.spec.run import JudgeSpec, ModelSpec, RunSpec
 from atlasrun.tasks.model import Task
 
 REPLAY = "replay"
@@ -43,16 +43,21 @@ DETERMINISTIC = "deterministic"
 def make_agent(model: ModelSpec) -> Agent:
     if model.litellm_model == REPLAY:
         return ReplayAgent()
-    endpoint = Endpoint(model.litellm_model, model.api_base, model.api_key_env, tuple(sorted(model.params.items())))
+    endpoint = Endpoint(
+        model.litellm_model, model.api_base, model.api_key_env, tuple(sorted(model.params.items()))
+    )
     return LiteLLMAgent(model.name, endpoint)
 
 
 def make_judge(spec: JudgeSpec, retries: int, backoff_s: float) -> Judge:
     if (spec.model or spec.name) == DETERMINISTIC:
         return DeterministicJudge(spec.name)
-    endpoint = Endpoint(spec.model or spec.name, spec.api_base, spec.api_key_env, tuple(sorted(spec.params.items())))
-    return LLMJudge(spec.name, endpoint, retries=retries, backoff_base_s=backoff_s,
-                    max_concurrency=spec.max_concurrency)
+    endpoint = Endpoint(
+        spec.model or spec.name, spec.api_base, spec.api_key_env, tuple(sorted(spec.params.items()))
+    )
+    return LLMJudge(
+        spec.name, endpoint, retries=retries, backoff_base_s=backoff_s, max_concurrency=spec.max_concurrency
+    )
 
 
 @dataclass
@@ -64,8 +69,14 @@ class Item:
 
 
 class Engine:
-    def __init__(self, spec: RunSpec, plan: Plan, out: Path, data_dir: Path,
-                 on_result: Callable[[TaskResult], None] | None = None) -> None:
+    def __init__(
+        self,
+        spec: RunSpec,
+        plan: Plan,
+        out: Path,
+        data_dir: Path,
+        on_result: Callable[[TaskResult], None] | None = None,
+    ) -> None:
         self.spec = spec
         self.body = spec.spec
         self.plan = plan
@@ -78,8 +89,13 @@ class Engine:
         limits = self.body.limits
         self.judges = [make_judge(j, limits.judge_retries, limits.retry_backoff_s) for j in self.body.judges]
         self.judge = self.judges[0]
-        self.manager = ServerManager(plan.catalog, data_dir, self.body.data_mount,
-                                     self.body.limits.server_start_timeout_s, log_dir=out / "logs")
+        self.manager = ServerManager(
+            plan.catalog,
+            data_dir,
+            self.body.data_mount,
+            self.body.limits.server_start_timeout_s,
+            log_dir=out / "logs",
+        )
         self._write_lock = asyncio.Lock()
 
     def items(self, finished: dict[tuple[str, str, int], TaskResult]) -> list[Item]:
@@ -94,9 +110,21 @@ class Engine:
         return todo
 
     def excluded_results(self) -> list[TaskResult]:
-        return [TaskResult(task_id=e.task.id, model=m.name, repeat=r, status="excluded", reason=e.reason,
-                           domain=e.task.domain, category=e.task.category, servers=e.task.required_servers)
-                for r in range(self.body.repeats) for e in self.plan.excluded for m in self.body.models]
+        return [
+            TaskResult(
+                task_id=e.task.id,
+                model=m.name,
+                repeat=r,
+                status="excluded",
+                reason=e.reason,
+                domain=e.task.domain,
+                category=e.task.category,
+                servers=e.task.required_servers,
+            )
+            for r in range(self.body.repeats)
+            for e in self.plan.excluded
+            for m in self.body.models
+        ]
 
     async def run(self, items: list[Item]) -> None:
         (self.store.root / "logs").mkdir(parents=True, exist_ok=True)
@@ -111,7 +139,7 @@ class Engine:
             try:
                 async with model_prep[item.model.name], prep_slots:
                     result = await self._run_item(item, model_run[item.model.name], run_slots)
-            except Exception as exc:  # noqa: BLE001 - one item's failure must not stop the run
+            except Exception as exc:
                 result = self._base(item, status="error", reason=f"harness error: {exc!r}")
             await self._record(result)
 
@@ -127,12 +155,26 @@ class Engine:
 
     def _base(self, item: Item, **fields: object) -> TaskResult:
         task = item.task
-        return TaskResult(task_id=task.id, model=item.model.name, repeat=item.repeat, domain=task.domain,
-                          category=task.category, servers=task.required_servers, task=task, **fields)  # type: ignore[arg-type]
+        return TaskResult(
+            task_id=task.id,
+            model=item.model.name,
+            repeat=item.repeat,
+            domain=task.domain,
+            category=task.category,
+            servers=task.required_servers,
+            task=task,
+            **fields,
+        )  # type: ignore[arg-type]
 
-    async def _run_item(self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore) -> TaskResult:
+    async def _run_item(
+        self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore
+    ) -> TaskResult:
         previous = item.previous
-        if previous is not None and previous.status == "error" and (previous.reason or "").startswith("judge"):
+        if (
+            previous is not None
+            and previous.status == "error"
+            and (previous.reason or "").startswith("judge")
+        ):
             transcript = self.store.load_transcript(previous)
             if transcript is not None:  # only the judge failed: rejudge the saved transcript
                 return await self.score_transcript(item, transcript)
@@ -145,21 +187,33 @@ class Engine:
         except ServerStartError as exc:
             return self._base(item, status="error", reason=f"infra: {exc}")
         try:
-            surface = ToolSurface(enabled, instances, max_tool_calls=limits.max_tool_calls,
-                                  tool_timeout_s=limits.tool_timeout_s, output_cap=limits.tool_output_chars,
-                                  reacquire=self.manager.reacquire)
+            surface = ToolSurface(
+                enabled,
+                instances,
+                max_tool_calls=limits.max_tool_calls,
+                tool_timeout_s=limits.tool_timeout_s,
+                output_cap=limits.tool_output_chars,
+                reacquire=self.manager.reacquire,
+            )
             drift = [c.name for c in item.task.reference_calls() if c.name in surface.missing]
             if drift:
-                return self._base(item, status="excluded",
-                                  reason=f"server drift: reference tool(s) not offered: {', '.join(sorted(set(drift)))}")
+                return self._base(
+                    item,
+                    status="excluded",
+                    reason=f"server drift: reference tool(s) not offered: {', '.join(sorted(set(drift)))}",
+                )
             async with model_slot, run_slot:
                 surface.started = time.perf_counter()
                 transcript = await self.agents[item.model.name].run(item.task, surface, limits)
             transcript.tools = surface.openai_tools()
             if surface.missing:
-                transcript.notes.append(f"enabled tools not offered by the servers: {', '.join(surface.missing)}")
+                transcript.notes.append(
+                    f"enabled tools not offered by the servers: {', '.join(surface.missing)}"
+                )
             if dropped:
-                transcript.notes.append(f"tools of servers not enabled were hidden: {', '.join(sorted(dropped))}")
+                transcript.notes.append(
+                    f"tools of servers not enabled were hidden: {', '.join(sorted(dropped))}"
+                )
         finally:
             self.manager.release(instances)
         return await self.score_transcript(item, transcript)
@@ -167,12 +221,21 @@ class Engine:
     async def score_transcript(self, item: Item, transcript: Transcript) -> TaskResult:
         """Judge a finished transcript (also used by ``atlas rescore``): the one path to a score."""
         result = self._base(
-            item, transcript=transcript, tool_calls=len(transcript.calls),
-            tool_errors=sum(1 for c in transcript.calls if c.is_error), turns=transcript.turns,
-            stop_reason=transcript.stop_reason, wall_s=transcript.wall_s, model_s=transcript.model_s,
-            tool_s=transcript.tool_s, prompt_tokens=transcript.prompt_tokens,
-            completion_tokens=transcript.completion_tokens, cost_usd=transcript.cost_usd,
-            infra_errors=transcript.infra_errors, status="error")
+            item,
+            transcript=transcript,
+            tool_calls=len(transcript.calls),
+            tool_errors=sum(1 for c in transcript.calls if c.is_error),
+            turns=transcript.turns,
+            stop_reason=transcript.stop_reason,
+            wall_s=transcript.wall_s,
+            model_s=transcript.model_s,
+            tool_s=transcript.tool_s,
+            prompt_tokens=transcript.prompt_tokens,
+            completion_tokens=transcript.completion_tokens,
+            cost_usd=transcript.cost_usd,
+            infra_errors=transcript.infra_errors,
+            status="error",
+        )
         if transcript.infra_errors:
             result.reason = f"infra: {transcript.infra_errors[0]}"
             return result
@@ -180,14 +243,19 @@ class Engine:
             note = next((n for n in transcript.notes if n.startswith(PROVIDER_NOTE)), PROVIDER_NOTE)
             result.reason = f"provider: {note}"
             return result
-        primary, *others = await judge_task(self.judges, item.task.claims, transcript.final_answer,
-                                            self.body.pass_threshold)
+        primary, *others = await judge_task(
+            self.judges, item.task.claims, transcript.final_answer, self.body.pass_threshold
+        )
         result.claims, result.judge, result.secondary = primary.claims, primary.judge, others
         if primary.judge_failures:
             result.reason = f"judge failed on {primary.judge_failures}/{len(primary.claims)} claims"
             return result
         result.status, result.coverage, result.passed, result.passed_at = (
-            "scored", primary.coverage, primary.passed, primary.passed_at)
+            "scored",
+            primary.coverage,
+            primary.passed,
+            primary.passed_at,
+        )
         return result
 
 

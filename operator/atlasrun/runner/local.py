@@ -14,11 +14,11 @@ from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.progress import Progress
+from atlasrun.runspec.run import RunSpec
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.summary import summarize
-from atlasrun.spec.run import RunSpec
 
 
 @dataclass
@@ -54,21 +54,40 @@ def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: 
     bar = Progress(len(items), enabled=progress)
     engine.on_result = bar.update
     asyncio.run(engine.run(items))
-    keys = {(m.name, t.id, r) for r in range(spec.spec.repeats) for m in spec.spec.models
-            for t in plan.tasks + [e.task for e in plan.excluded]}
+    keys = {
+        (m.name, t.id, r)
+        for r in range(spec.spec.repeats)
+        for m in spec.spec.models
+        for t in plan.tasks + [e.task for e in plan.excluded]
+    }
     latest = store.load()
     results = [latest[k] for k in sorted(keys) if k in latest]
-    summary = write_summary(store, spec.metadata.name, [j.info for j in engine.judges], spec.spec.pass_threshold,
-                            results=results, models=[m.name for m in spec.spec.models],
-                            extra={"rejected_rows": [str(r) for r in plan.rejected],
-                                   "excluded_tasks": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded]})
+    summary = write_summary(
+        store,
+        spec.metadata.name,
+        [j.info for j in engine.judges],
+        spec.spec.pass_threshold,
+        results=results,
+        models=[m.name for m in spec.spec.models],
+        extra={
+            "rejected_rows": [str(r) for r in plan.rejected],
+            "excluded_tasks": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded],
+        },
+    )
     planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
     return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
 
 
-def write_summary(store: ResultsDir, run: str, judges: Sequence[JudgeInfo], threshold: float, *,
-                  results: list[TaskResult] | None = None, models: list[str] | None = None,
-                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def write_summary(
+    store: ResultsDir,
+    run: str,
+    judges: Sequence[JudgeInfo],
+    threshold: float,
+    *,
+    results: list[TaskResult] | None = None,
+    models: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """summary.json: per-model totals with 95% bootstrap CIs (MCP-Atlas C.1), from the newest records."""
     if results is None:
         latest = store.load()
@@ -76,8 +95,10 @@ def write_summary(store: ResultsDir, run: str, judges: Sequence[JudgeInfo], thre
     table = summarize(results, models)
     grouped = by_model(results)
     for name, row in table.items():
-        for key, estimate in (("pass_rate_ci", pass_rate_ci(grouped.get(name, []))),
-                              ("mean_coverage_ci", coverage_ci(grouped.get(name, [])))):
+        for key, estimate in (
+            ("pass_rate_ci", pass_rate_ci(grouped.get(name, []))),
+            ("mean_coverage_ci", coverage_ci(grouped.get(name, []))),
+        ):
             row[key] = estimate.model_dump(include={"low", "high", "half_width"}) if estimate else None
     summary: dict[str, Any] = {
         "run": run,
@@ -86,8 +107,11 @@ def write_summary(store: ResultsDir, run: str, judges: Sequence[JudgeInfo], thre
         "pass_threshold": threshold,
         "models": table,
         "rejected_rows": [],
-        "excluded_tasks": list({r.task_id: {"task": r.task_id, "reason": r.reason}
-                                for r in results if r.status == "excluded"}.values()),
+        "excluded_tasks": list(
+            {
+                r.task_id: {"task": r.task_id, "reason": r.reason} for r in results if r.status == "excluded"
+            }.values()
+        ),
     }
     summary.update(extra or {})
     store.write_json("summary.json", summary)
@@ -97,7 +121,7 @@ def write_summary(store: ResultsDir, run: str, judges: Sequence[JudgeInfo], thre
 def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> dict[str, Any]:
     return {
         "atlasrun_version": __version__,
-        "started": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "started": dt.datetime.now(dt.UTC).isoformat(),
         "spec": spec.model_dump(mode="json", by_alias=True),
         "data_dir": str(data_dir),
         "judge": engine.judge.info.model_dump(),
@@ -110,9 +134,11 @@ def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> di
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    header = f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate (95% CI)':>18} " \
-             f"{'coverage (CI)':>18} " \
-             f"{'excl':>4} {'err':>4} {'calls/task':>10}"
+    header = (
+        f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate (95% CI)':>18} "
+        f"{'coverage (CI)':>18} "
+        f"{'excl':>4} {'err':>4} {'calls/task':>10}"
+    )
     lines = [header, "-" * len(header)]
 
     def pct(value: float | None, ci: dict[str, float] | None = None) -> str:
@@ -122,8 +148,10 @@ def format_table(summary: dict[str, Any]) -> str:
 
     for model, row in summary["models"].items():
         calls = row["mean_tool_calls"]
-        lines.append(f"{model:<28} {row['tasks']:>5} {row['scored']:>6} {row['passed']:>6} "
-                     f"{pct(row['pass_rate'], row.get('pass_rate_ci')):>18} "
-                     f"{pct(row['mean_coverage'], row.get('mean_coverage_ci')):>18} {row['excluded']:>4} "
-                     f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10}")
+        lines.append(
+            f"{model:<28} {row['tasks']:>5} {row['scored']:>6} {row['passed']:>6} "
+            f"{pct(row['pass_rate'], row.get('pass_rate_ci')):>18} "
+            f"{pct(row['mean_coverage'], row.get('mean_coverage_ci')):>18} {row['excluded']:>4} "
+            f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10}"
+        )
     return "\n".join(lines)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from atlasrun import naming
 from atlasrun.errors import InputError
+from atlasrun.runspec.run import RunSpec
 from atlasrun.servers.catalog import Catalog, load_catalog
-from atlasrun.spec.run import RunSpec
 from atlasrun.tasks.loader import Rejection, load_tasks
 from atlasrun.tasks.model import Task
 
@@ -45,7 +45,9 @@ def tasks_path(spec: RunSpec) -> Path:
         return spec.resolve(source.path)
     where = "spec.tasks"
     if source.dataset:
-        raise InputError("loading a Hugging Face dataset needs a reachable hub; download it and use 'path'", where)
+        raise InputError(
+            "loading a Hugging Face dataset needs a reachable hub; download it and use 'path'", where
+        )
     raise InputError("local runs read tasks from 'path' (uri and configMap are for cluster mode)", where)
 
 
@@ -55,8 +57,10 @@ def plan_run(spec: RunSpec) -> Plan:
     enabled = spec.spec.servers.enabled if spec.spec.servers.enabled is not None else sorted(names)
     unknown = [n for n in enabled if n not in names]
     if unknown:
-        raise InputError(f"unknown server(s) {', '.join(unknown)}; the catalog has {', '.join(sorted(names))}",
-                         where="spec.servers.enabled")
+        raise InputError(
+            f"unknown server(s) {', '.join(unknown)}; the catalog has {', '.join(sorted(names))}",
+            where="spec.servers.enabled",
+        )
     loaded = load_tasks(tasks_path(spec))
     plan = Plan(catalog=catalog, enabled_servers=list(enabled), rejected=loaded.rejected)
     tasks = loaded.tasks

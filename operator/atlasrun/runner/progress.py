@@ -37,8 +37,10 @@ class Progress:
         width = 24
         filled = width * self.done // self.total
         rate = self.done / max(time.perf_counter() - self.started, 1e-9)
-        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}  passed {self.passed}  "
-                f"failed {self.failed}  errors {self.errored}  {rate:.1f} tasks/s")
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}  passed {self.passed}  "
+            f"failed {self.failed}  errors {self.errored}  {rate:.1f} tasks/s"
+        )
         self.stream.write(("\r" + line) if self.tty else line + "\n")
         if self.tty and self.done == self.total:
             self.stream.write("\n")

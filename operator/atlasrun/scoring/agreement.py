@@ -32,11 +32,11 @@ def _verdicts(result: TaskResult) -> dict[str, tuple[list[ClaimVerdict], bool | 
 class JudgeRates(BaseModel):
     """One model's pass rate under each judge, on the tasks every judge scored."""
 
-    tasks: int           # scored results every judge gave a pass/fail for
-    dropped: int         # scored results some judge failed on (left out so all rates share tasks)
+    tasks: int  # scored results every judge gave a pass/fail for
+    dropped: int  # scored results some judge failed on (left out so all rates share tasks)
     primary: str | None
     pass_rate: dict[str, float]  # judge name -> pass rate
-    range: float | None          # max - min over judges
+    range: float | None  # max - min over judges
 
 
 def cross_judge_rates(results: Iterable[TaskResult]) -> dict[str, JudgeRates]:
@@ -46,12 +46,22 @@ def cross_judge_rates(results: Iterable[TaskResult]) -> dict[str, JudgeRates]:
         judges: list[str] = []
         for r in rows:
             judges.extend(name for name in _verdicts(r) if name not in judges)
-        common = [v for v in (_verdicts(r) for r in rows)
-                  if all(name in v and v[name][1] is not None for name in judges)]
-        rates = {name: sum(1 for v in common if v[name][1]) / len(common) for name in judges} if common else {}
+        common = [
+            v
+            for v in (_verdicts(r) for r in rows)
+            if all(name in v and v[name][1] is not None for name in judges)
+        ]
+        rates = (
+            {name: sum(1 for v in common if v[name][1]) / len(common) for name in judges} if common else {}
+        )
         primary = next((r.judge.name for r in rows if r.judge is not None), None)
-        out[model] = JudgeRates(tasks=len(common), dropped=len(rows) - len(common), primary=primary,
-                                pass_rate=rates, range=(max(rates.values()) - min(rates.values())) if rates else None)
+        out[model] = JudgeRates(
+            tasks=len(common),
+            dropped=len(rows) - len(common),
+            primary=primary,
+            pass_rate=rates,
+            range=(max(rates.values()) - min(rates.values())) if rates else None,
+        )
     return out
 
 
@@ -64,8 +74,10 @@ def cohens_kappa(pairs: Sequence[tuple[str, str]], categories: Sequence[str] = L
     if not n:
         return None
     observed = sum(1 for x, y in pairs if x == y) / n
-    chance = sum((sum(1 for x, _ in pairs if x == cat) / n) * (sum(1 for _, y in pairs if y == cat) / n)
-                 for cat in categories)
+    chance = sum(
+        (sum(1 for x, _ in pairs if x == cat) / n) * (sum(1 for _, y in pairs if y == cat) / n)
+        for cat in categories
+    )
     if chance >= 1.0:
         return None
     return (observed - chance) / (1 - chance)
@@ -74,8 +86,8 @@ def cohens_kappa(pairs: Sequence[tuple[str, str]], categories: Sequence[str] = L
 class JudgeAgreement(BaseModel):
     judge_a: str
     judge_b: str
-    claims: int          # claims both judges labelled
-    skipped: int         # claims either judge failed on (label None) or that did not line up
+    claims: int  # claims both judges labelled
+    skipped: int  # claims either judge failed on (label None) or that did not line up
     agreement: float | None  # observed proportion of identical labels
     kappa: float | None
 
@@ -98,7 +110,14 @@ def claim_agreement(results: Iterable[TaskResult]) -> list[JudgeAgreement]:
                     skipped[(a, b)] += 1
                 else:
                     labels[(a, b)].append((va.label, vb.label))
-    return [JudgeAgreement(judge_a=a, judge_b=b, claims=len(pairs), skipped=skipped[(a, b)],
-                           agreement=(sum(1 for x, y in pairs if x == y) / len(pairs)) if pairs else None,
-                           kappa=cohens_kappa(pairs))
-            for (a, b), pairs in sorted(labels.items())]
+    return [
+        JudgeAgreement(
+            judge_a=a,
+            judge_b=b,
+            claims=len(pairs),
+            skipped=skipped[(a, b)],
+            agreement=(sum(1 for x, y in pairs if x == y) / len(pairs)) if pairs else None,
+            kappa=cohens_kappa(pairs),
+        )
+        for (a, b), pairs in sorted(labels.items())
+    ]

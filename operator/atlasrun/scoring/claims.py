@@ -30,8 +30,11 @@ def score_claims(verdicts: list[ClaimVerdict], threshold: float = 0.75) -> Claim
         return ClaimsScore(coverage=None, passed=None, judge_failures=failures)
     coverage = sum(v.score or 0.0 for v in verdicts) / len(verdicts)
     thresholds = sorted({*REPORTED_THRESHOLDS, threshold})
-    return ClaimsScore(coverage=coverage, passed=coverage >= threshold - 1e-9,
-                       passed_at={f"{t:g}": coverage >= t - 1e-9 for t in thresholds})
+    return ClaimsScore(
+        coverage=coverage,
+        passed=coverage >= threshold - 1e-9,
+        passed_at={f"{t:g}": coverage >= t - 1e-9 for t in thresholds},
+    )
 
 
 class Judgement(BaseModel):
@@ -45,14 +48,21 @@ class Judgement(BaseModel):
     judge_failures: int = 0
 
 
-async def judge_task(judges: Sequence[Judge], claims: list[str], answer: str,
-                     threshold: float = 0.75) -> list[Judgement]:
+async def judge_task(
+    judges: Sequence[Judge], claims: list[str], answer: str, threshold: float = 0.75
+) -> list[Judgement]:
     """Every judge labels every claim (one call per claim, all concurrently); first judge is primary."""
 
     async def one(judge: Judge) -> Judgement:
         verdicts = list(await asyncio.gather(*(judge.judge(claim, answer) for claim in claims)))
         score = score_claims(verdicts, threshold)
-        return Judgement(judge=judge.info, claims=verdicts, coverage=score.coverage, passed=score.passed,
-                         passed_at=score.passed_at, judge_failures=score.judge_failures)
+        return Judgement(
+            judge=judge.info,
+            claims=verdicts,
+            coverage=score.coverage,
+            passed=score.passed,
+            passed_at=score.passed_at,
+            judge_failures=score.judge_failures,
+        )
 
     return list(await asyncio.gather(*(one(j) for j in judges)))

@@ -67,8 +67,9 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def bootstrap_mean(groups: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed: int = SEED,
-                   level: float = LEVEL) -> Estimate | None:
+def bootstrap_mean(
+    groups: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
+) -> Estimate | None:
     """Pooled mean of per-task value groups, with a percentile bootstrap CI resampling the groups.
 
     With one value per task this is the ordinary bootstrap of a mean. Empty groups are ignored;
@@ -99,24 +100,33 @@ def _per_task(results: Iterable[TaskResult], value: Callable[[TaskResult], float
     return list(groups.values())
 
 
-def pass_rate_ci(results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED) -> Estimate | None:
+def pass_rate_ci(
+    results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED
+) -> Estimate | None:
     """Pass rate (primary judge, run threshold) with a bootstrap 95% CI; None if nothing scored."""
     return bootstrap_mean(_per_task(results, lambda r: float(bool(r.passed))), resamples, seed)
 
 
-def coverage_ci(results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED) -> Estimate | None:
+def coverage_ci(
+    results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED
+) -> Estimate | None:
     """Mean coverage with a bootstrap 95% CI; None if nothing scored."""
     return bootstrap_mean(_per_task(results, lambda r: float(r.coverage or 0.0)), resamples, seed)
 
 
-def threshold_pass_rates(results: Iterable[TaskResult], thresholds: Sequence[float] = REPORTED_THRESHOLDS,
-                         resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Estimate | None]:
+def threshold_pass_rates(
+    results: Iterable[TaskResult],
+    thresholds: Sequence[float] = REPORTED_THRESHOLDS,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, Estimate | None]:
     """Pass rate at each coverage threshold (MCP-Atlas Appendix G), each with a bootstrap CI."""
     rows = scored(results)
 
     def at(threshold: float) -> Estimate | None:
-        return bootstrap_mean(_per_task(rows, lambda r: float(_passes(r.coverage or 0.0, threshold))),
-                              resamples, seed)
+        return bootstrap_mean(
+            _per_task(rows, lambda r: float(_passes(r.coverage or 0.0, threshold))), resamples, seed
+        )
 
     return {f"{t:g}": at(t) for t in thresholds}
 
@@ -131,17 +141,14 @@ def breakdown(results: Iterable[TaskResult], by: BreakdownKey) -> dict[str, dict
     Missing domain/category/servers group under ``"(none)"``."""
     relabelled: list[TaskResult] = []
     for r in results:
-        if by == "server":
-            keys = r.servers or ["(none)"]
-        else:
-            keys = [getattr(r, by) or "(none)"]
+        keys = (r.servers or ["(none)"]) if by == "server" else [getattr(r, by) or "(none)"]
         relabelled.extend(r.model_copy(update={"model": key}) for key in keys)
     return dict(sorted(summarize(relabelled).items()))
 
 
 class PassAtK(BaseModel):
     k: int
-    pass_at_k: float   # P(at least one of k repeats passes), unbiased estimator, mean over tasks
+    pass_at_k: float  # P(at least one of k repeats passes), unbiased estimator, mean over tasks
     pass_hat_k: float  # P(all k repeats pass) (pass^k), mean over tasks
 
 
@@ -175,9 +182,14 @@ def repeat_stats(results: Iterable[TaskResult]) -> RepeatStats | None:
     if not counts:
         return None
     ns = [n for n, _ in counts.values()]
-    by_k = [PassAtK(k=k, pass_at_k=math.fsum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts),
-                    pass_hat_k=math.fsum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts))
-            for k in range(1, min(ns) + 1)]
+    by_k = [
+        PassAtK(
+            k=k,
+            pass_at_k=math.fsum(pass_at_k(n, c, k) for n, c in counts.values()) / len(counts),
+            pass_hat_k=math.fsum(pass_hat_k(n, c, k) for n, c in counts.values()) / len(counts),
+        )
+        for k in range(1, min(ns) + 1)
+    ]
     return RepeatStats(tasks=len(counts), repeats_min=min(ns), repeats_max=max(ns), by_k=by_k)
 
 
@@ -194,7 +206,7 @@ def mcnemar(b: int, c: int) -> McNemar:
     chi-square (1 df) with continuity correction."""
     n = b + c
     if n < MCNEMAR_EXACT_BELOW:
-        tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
+        tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
         return McNemar(b=b, c=c, method="exact", statistic=None, p_value=min(1.0, 2 * tail))
     chi2 = (abs(b - c) - 1) ** 2 / n
     # Survival function of chi-square with 1 df: P(X > x) = erfc(sqrt(x / 2)).
@@ -202,19 +214,20 @@ def mcnemar(b: int, c: int) -> McNemar:
 
 
 class PairedComparison(BaseModel):
-    pairs: int   # (task, repeat) pairs scored for both models
-    tasks: int   # distinct tasks among them (the bootstrap resampling unit)
+    pairs: int  # (task, repeat) pairs scored for both models
+    tasks: int  # distinct tasks among them (the bootstrap resampling unit)
     pass_rate_a: float
     pass_rate_b: float
     coverage_a: float
     coverage_b: float
     pass_rate_diff: Estimate  # A - B
-    coverage_diff: Estimate   # A - B
+    coverage_diff: Estimate  # A - B
     mcnemar: McNemar
 
 
-def paired_comparison(a: Iterable[TaskResult], b: Iterable[TaskResult], resamples: int = RESAMPLES,
-                      seed: int = SEED) -> PairedComparison | None:
+def paired_comparison(
+    a: Iterable[TaskResult], b: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED
+) -> PairedComparison | None:
     """Model A vs model B on the (task, repeat) pairs both scored; None if there are none.
 
     Differences are A - B with a paired bootstrap CI (tasks resampled, both models' results for a
@@ -234,11 +247,16 @@ def paired_comparison(a: Iterable[TaskResult], b: Iterable[TaskResult], resample
     assert pass_ci is not None and cov_ci is not None  # pairs is non-empty
     n = len(pairs)
     return PairedComparison(
-        pairs=n, tasks=len(pass_diff),
+        pairs=n,
+        tasks=len(pass_diff),
         pass_rate_a=sum(bool(ra.passed) for ra, _ in pairs) / n,
         pass_rate_b=sum(bool(rb.passed) for _, rb in pairs) / n,
         coverage_a=math.fsum(ra.coverage or 0.0 for ra, _ in pairs) / n,
         coverage_b=math.fsum(rb.coverage or 0.0 for _, rb in pairs) / n,
-        pass_rate_diff=pass_ci, coverage_diff=cov_ci,
-        mcnemar=mcnemar(sum(1 for ra, rb in pairs if ra.passed and not rb.passed),
-                        sum(1 for ra, rb in pairs if rb.passed and not ra.passed)))
+        pass_rate_diff=pass_ci,
+        coverage_diff=cov_ci,
+        mcnemar=mcnemar(
+            sum(1 for ra, rb in pairs if ra.passed and not rb.passed),
+            sum(1 for ra, rb in pairs if rb.passed and not ra.passed),
+        ),
+    )

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from atlasrun.agent.transcript import Transcript
 from atlasrun.scoring.result import TaskResult
-
 
 M = TypeVar("M", bound=BaseModel)
 K = TypeVar("K")

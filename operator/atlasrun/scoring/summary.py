@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from atlasrun.scoring.claims import REPORTED_THRESHOLDS
 from atlasrun.scoring.result import TaskResult
@@ -34,8 +35,10 @@ def summarize(results: Iterable[TaskResult], models: list[str] | None = None) ->
             "passed": passed,
             "pass_rate": passed / len(scored) if scored else None,
             "mean_coverage": _mean(coverages),
-            "pass_rate_at": {f"{t:g}": (sum(1 for c in coverages if c >= t - 1e-9) / len(coverages)
-                                         if coverages else None) for t in REPORTED_THRESHOLDS},
+            "pass_rate_at": {
+                f"{t:g}": (sum(1 for c in coverages if c >= t - 1e-9) / len(coverages) if coverages else None)
+                for t in REPORTED_THRESHOLDS
+            },
             "mean_tool_calls": _mean([float(r.tool_calls) for r in scored]),
             "mean_wall_s": _mean([r.wall_s for r in scored]),
             "tokens": sum(r.prompt_tokens + r.completion_tokens for r in rows),

@@ -33,12 +33,12 @@ class TaskToolMetrics(BaseModel):
     task_id: str
     model: str
     repeat: int = 0
-    calls: int = 0               # calls that were attempted (budget refusals excluded)
+    calls: int = 0  # calls that were attempted (budget refusals excluded)
     budget_refused: int = 0
-    valid_calls: int = 0         # tool name in the surface
-    schema_checked: int = 0      # valid calls whose tool had a usable schema
+    valid_calls: int = 0  # tool name in the surface
+    schema_checked: int = 0  # valid calls whose tool had a usable schema
     schema_compliant: int = 0
-    succeeded: int = 0           # valid calls without error
+    succeeded: int = 0  # valid calls without error
     valid_name_rate: float | None = None
     schema_compliance: float | None = None
     execution_success: float | None = None
@@ -77,8 +77,9 @@ def _validators(tools: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def task_tool_metrics(transcript: Transcript, task_id: str, model: str | None = None,
-                      repeat: int = 0) -> TaskToolMetrics:
+def task_tool_metrics(
+    transcript: Transcript, task_id: str, model: str | None = None, repeat: int = 0
+) -> TaskToolMetrics:
     """The rule-based metrics of one task's transcript."""
     validators = _validators(transcript.tools)
     attempted = [c for c in transcript.calls if c.error_kind != "budget"]
@@ -92,13 +93,24 @@ def task_tool_metrics(transcript: Transcript, task_id: str, model: str | None = 
         compliant += int(isinstance(call.arguments, dict) and bool(validator.is_valid(call.arguments)))
     succeeded = sum(1 for c in valid if not c.is_error)
     return TaskToolMetrics(
-        task_id=task_id, model=model or transcript.model, repeat=repeat, calls=len(attempted),
-        budget_refused=len(transcript.calls) - len(attempted), valid_calls=len(valid), schema_checked=checked,
-        schema_compliant=compliant, succeeded=succeeded,
-        valid_name_rate=_ratio(len(valid), len(attempted)), schema_compliance=_ratio(compliant, checked),
-        execution_success=_ratio(succeeded, len(valid)), turns=transcript.turns, wall_s=transcript.wall_s,
-        prompt_tokens=transcript.prompt_tokens, completion_tokens=transcript.completion_tokens,
-        cost_usd=transcript.cost_usd)
+        task_id=task_id,
+        model=model or transcript.model,
+        repeat=repeat,
+        calls=len(attempted),
+        budget_refused=len(transcript.calls) - len(attempted),
+        valid_calls=len(valid),
+        schema_checked=checked,
+        schema_compliant=compliant,
+        succeeded=succeeded,
+        valid_name_rate=_ratio(len(valid), len(attempted)),
+        schema_compliance=_ratio(compliant, checked),
+        execution_success=_ratio(succeeded, len(valid)),
+        turns=transcript.turns,
+        wall_s=transcript.wall_s,
+        prompt_tokens=transcript.prompt_tokens,
+        completion_tokens=transcript.completion_tokens,
+        cost_usd=transcript.cost_usd,
+    )
 
 
 class ModelToolMetrics(BaseModel):
@@ -128,12 +140,17 @@ def _mean(values: list[float | None]) -> float | None:
     return math.fsum(present) / len(present) if present else None
 
 
-def aggregate_tool_metrics(metrics: Iterable[TaskToolMetrics], missing_transcripts: int = 0) -> ModelToolMetrics:
+def aggregate_tool_metrics(
+    metrics: Iterable[TaskToolMetrics], missing_transcripts: int = 0
+) -> ModelToolMetrics:
     """One model's per-task metrics: macro (mean of per-task rates) and pooled (micro) rates."""
     rows = list(metrics)
     calls, valid = sum(m.calls for m in rows), sum(m.valid_calls for m in rows)
     return ModelToolMetrics(
-        tasks=len(rows), missing_transcripts=missing_transcripts, tasks_without_calls=sum(1 for m in rows if m.calls == 0), calls=calls,
+        tasks=len(rows),
+        missing_transcripts=missing_transcripts,
+        tasks_without_calls=sum(1 for m in rows if m.calls == 0),
+        calls=calls,
         budget_refused=sum(m.budget_refused for m in rows),
         mean_valid_name_rate=_mean([m.valid_name_rate for m in rows]),
         mean_schema_compliance=_mean([m.schema_compliance for m in rows]),
@@ -141,13 +158,18 @@ def aggregate_tool_metrics(metrics: Iterable[TaskToolMetrics], missing_transcrip
         valid_name_rate=_ratio(valid, calls),
         schema_compliance=_ratio(sum(m.schema_compliant for m in rows), sum(m.schema_checked for m in rows)),
         execution_success=_ratio(sum(m.succeeded for m in rows), valid),
-        mean_calls=_mean([float(m.calls) for m in rows]), mean_turns=_mean([float(m.turns) for m in rows]),
-        mean_wall_s=_mean([m.wall_s for m in rows]), mean_tokens=_mean([float(m.tokens) for m in rows]),
-        tokens=sum(m.tokens for m in rows), cost_usd=math.fsum(m.cost_usd for m in rows))
+        mean_calls=_mean([float(m.calls) for m in rows]),
+        mean_turns=_mean([float(m.turns) for m in rows]),
+        mean_wall_s=_mean([m.wall_s for m in rows]),
+        mean_tokens=_mean([float(m.tokens) for m in rows]),
+        tokens=sum(m.tokens for m in rows),
+        cost_usd=math.fsum(m.cost_usd for m in rows),
+    )
 
 
-def results_tool_metrics(results_dir: ResultsDir, results: Iterable[TaskResult]
-                         ) -> tuple[list[TaskToolMetrics], list[TaskResult]]:
+def results_tool_metrics(
+    results_dir: ResultsDir, results: Iterable[TaskResult]
+) -> tuple[list[TaskToolMetrics], list[TaskResult]]:
     """Per-task metrics for results whose transcript can be read, and the results without one."""
     found: list[TaskToolMetrics] = []
     missing: list[TaskResult] = []
@@ -160,8 +182,9 @@ def results_tool_metrics(results_dir: ResultsDir, results: Iterable[TaskResult]
     return found, missing
 
 
-def model_tool_metrics(results_dir: ResultsDir, statuses: tuple[str, ...] = ("scored",)
-                       ) -> dict[str, ModelToolMetrics]:
+def model_tool_metrics(
+    results_dir: ResultsDir, statuses: tuple[str, ...] = ("scored",)
+) -> dict[str, ModelToolMetrics]:
     """Per-model aggregates over a results directory's results with the given statuses (default:
     scored only, like the pass rates). Results whose task JSON is missing are counted, not measured."""
     by_model: dict[str, list[TaskToolMetrics]] = {}
@@ -173,4 +196,6 @@ def model_tool_metrics(results_dir: ResultsDir, statuses: tuple[str, ...] = ("sc
     for result in lost:
         by_model.setdefault(result.model, [])
         missing[result.model] = missing.get(result.model, 0) + 1
-    return {model: aggregate_tool_metrics(rows, missing.get(model, 0)) for model, rows in sorted(by_model.items())}
+    return {
+        model: aggregate_tool_metrics(rows, missing.get(model, 0)) for model, rows in sorted(by_model.items())
+    }

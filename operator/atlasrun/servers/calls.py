@@ -8,12 +8,12 @@ from pydantic import BaseModel
 
 # Why a tool call did not return a normal result. One list, used everywhere.
 CallErrorKind = Literal[
-    "tool_error",       # the server ran the tool and reported an error
-    "not_available",    # the tool is not in the task's surface
+    "tool_error",  # the server ran the tool and reported an error
+    "not_available",  # the tool is not in the task's surface
     "invalid_arguments",  # arguments were not a JSON object
-    "timeout",          # no answer within the per-call timeout
-    "transport",        # the server crashed / the connection failed (infrastructure)
-    "budget",           # the max-tool-calls budget was exhausted
+    "timeout",  # no answer within the per-call timeout
+    "transport",  # the server crashed / the connection failed (infrastructure)
+    "budget",  # the max-tool-calls budget was exhausted
 ]
 
 

@@ -92,7 +92,7 @@ class ServerSpec(BaseModel):
         if self.transport == "http" and not self.url:
             raise ValueError(f"server {self.name!r}: transport http needs 'url'")
 
-    def render(self, values: dict[str, str]) -> "ServerSpec":
+    def render(self, values: dict[str, str]) -> ServerSpec:
         """Return a copy with placeholders filled in (unknown ones are left as-is)."""
 
         def fill(text: str) -> str:
@@ -126,7 +126,7 @@ class Catalog(BaseModel):
             raise InputError(f"server {name!r} is not in the catalog", where="servers")
         return found
 
-    def merged(self, extra: list[ServerSpec]) -> "Catalog":
+    def merged(self, extra: list[ServerSpec]) -> Catalog:
         """Entries in ``extra`` replace same-named entries; new ones are appended."""
         table = self.by_name()
         for spec in extra:

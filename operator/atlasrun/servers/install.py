@@ -132,9 +132,7 @@ def install(spec: ServerSpec, log: Log = print) -> Path:
     return target
 
 
-def install_all(
-    catalog: Catalog, names: Sequence[str] | None = None, log: Log = print
-) -> dict[str, Path]:
+def install_all(catalog: Catalog, names: Sequence[str] | None = None, log: Log = print) -> dict[str, Path]:
     """Install the named servers (default: every catalog entry that has a package)."""
     specs = [catalog.get(n) for n in names] if names else catalog.servers
     done: dict[str, Path] = {}

@@ -80,8 +80,14 @@ def free_port() -> int:
 class ServerInstance:
     """One running server. ``start()`` returns once the MCP handshake completed."""
 
-    def __init__(self, spec: ServerSpec, data_dir: Path, data_mount: str, start_timeout_s: float = 60.0,
-                 stderr_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        spec: ServerSpec,
+        data_dir: Path,
+        data_mount: str,
+        start_timeout_s: float = 60.0,
+        stderr_dir: Path | None = None,
+    ) -> None:
         self.spec = spec
         self.name = spec.name
         self._source_data = data_dir
@@ -103,15 +109,17 @@ class ServerInstance:
     def broken(self) -> str | None:
         return self._broken
 
-    async def start(self) -> "ServerInstance":
+    async def start(self) -> ServerInstance:
         started = time.perf_counter()
         self._ready = asyncio.get_running_loop().create_future()
         self._holder = asyncio.create_task(self._hold(), name=f"server:{self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), self._start_timeout_s)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             await self.stop()
-            raise ServerStartError(f"server {self.name!r} did not start within {self._start_timeout_s:.0f}s") from exc
+            raise ServerStartError(
+                f"server {self.name!r} did not start within {self._start_timeout_s:.0f}s"
+            ) from exc
         except BaseException:
             await self.stop()
             raise
@@ -151,8 +159,9 @@ class ServerInstance:
                 errlog = stack.enter_context(self._errlog())
                 if spec.transport == "stdio":
                     assert spec.command
-                    params = StdioServerParameters(command=spec.command, args=spec.args, env=self._env(spec),
-                                                   cwd=spec.cwd)
+                    params = StdioServerParameters(
+                        command=spec.command, args=spec.args, env=self._env(spec), cwd=spec.cwd
+                    )
                     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 else:
                     assert spec.url
@@ -165,7 +174,7 @@ class ServerInstance:
                 self._session = session
                 self._ready.set_result(None)
                 await self._stop.wait()
-        except BaseException as exc:  # noqa: BLE001 - reported to start() or marks the instance broken
+        except BaseException as exc:
             if not self._ready.done():
                 self._ready.set_exception(ServerStartError(f"server {self.name!r} failed to start: {exc!r}"))
             else:
@@ -178,14 +187,21 @@ class ServerInstance:
 
     def _errlog(self) -> Any:
         directory = self._stderr_dir or self._scratch
-        return open(directory / f"{self.name}.stderr.log", "a", encoding="utf-8")  # noqa: SIM115
+        return open(directory / f"{self.name}.stderr.log", "a", encoding="utf-8")
 
     async def _spawn_http(self, stack: AsyncExitStack, spec: ServerSpec, errlog: Any) -> None:
         """Start a local HTTP server process and wait until its port accepts connections."""
         assert spec.command and spec.url
-        proc = await asyncio.create_subprocess_exec(spec.command, *spec.args, env=self._env(spec), cwd=spec.cwd,
-                                                    stdin=asyncio.subprocess.DEVNULL, stdout=errlog, stderr=errlog,
-                                                    start_new_session=True)
+        proc = await asyncio.create_subprocess_exec(
+            spec.command,
+            *spec.args,
+            env=self._env(spec),
+            cwd=spec.cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=errlog,
+            stderr=errlog,
+            start_new_session=True,
+        )
         self.pid = proc.pid
 
         async def _terminate() -> None:
@@ -193,7 +209,7 @@ class ServerInstance:
                 proc.terminate()
                 try:
                     await asyncio.wait_for(proc.wait(), 5)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
                     await proc.wait()
 
@@ -201,7 +217,9 @@ class ServerInstance:
         url = httpx.URL(spec.url)
         while True:
             if proc.returncode is not None:
-                raise ServerStartError(f"server {self.name!r} exited with code {proc.returncode} before listening")
+                raise ServerStartError(
+                    f"server {self.name!r} exited with code {proc.returncode} before listening"
+                )
             try:
                 _, writer = await asyncio.open_connection(url.host, url.port)
                 writer.close()
@@ -226,8 +244,9 @@ class ServerInstance:
         if self._broken or self._session is None:
             raise TransportError(self._broken or f"server {self.name!r} is not running")
         try:
-            result = await asyncio.wait_for(self._session.call_tool(tool, self.path_map.to_real(arguments)),
-                                            timeout_s)
+            result = await asyncio.wait_for(
+                self._session.call_tool(tool, self.path_map.to_real(arguments)), timeout_s
+            )
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._broken = f"server {self.name!r} connection closed during {tool!r}"
@@ -248,7 +267,7 @@ class ServerInstance:
         if self._holder is not None:
             try:
                 await self._holder
-            except BaseException:  # noqa: BLE001 - already recorded as broken
+            except BaseException:
                 pass
             self._holder = None
         await asyncio.to_thread(shutil.rmtree, self._scratch, True)

@@ -17,8 +17,14 @@ from atlasrun.servers.instance import ServerInstance
 
 
 class ServerManager:
-    def __init__(self, catalog: Catalog, data_dir: Path, data_mount: str = "/data",
-                 start_timeout_s: float = 60.0, log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        data_dir: Path,
+        data_mount: str = "/data",
+        start_timeout_s: float = 60.0,
+        log_dir: Path | None = None,
+    ) -> None:
         self.catalog = catalog
         self.data_dir = data_dir
         self.data_mount = data_mount
@@ -32,8 +38,9 @@ class ServerManager:
         self._stopping: set[asyncio.Task[None]] = set()
 
     def _new(self, name: str) -> ServerInstance:
-        return ServerInstance(self.catalog.get(name), self.data_dir, self.data_mount, self.start_timeout_s,
-                              self.log_dir)
+        return ServerInstance(
+            self.catalog.get(name), self.data_dir, self.data_mount, self.start_timeout_s, self.log_dir
+        )
 
     async def _start(self, name: str) -> ServerInstance:
         async with self._spawn_slots:
@@ -61,7 +68,7 @@ class ServerManager:
             *(self._start(s.name) if s.stateful else self._pooled(s.name) for s in specs),
             return_exceptions=True,
         )
-        instances = {s.name: r for s, r in zip(specs, results) if isinstance(r, ServerInstance)}
+        instances = {s.name: r for s, r in zip(specs, results, strict=False) if isinstance(r, ServerInstance)}
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             self.release(instances)

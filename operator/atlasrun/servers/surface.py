@@ -10,7 +10,6 @@ as infrastructure-affected.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
@@ -23,9 +22,16 @@ from atlasrun.servers.instance import ServerInstance, TransportError
 
 
 class ToolSurface:
-    def __init__(self, enabled_tools: list[str], instances: dict[str, ServerInstance], *,
-                 max_tool_calls: int = 100, tool_timeout_s: float = 60.0, output_cap: int = 20_000,
-                 reacquire: Callable[[str], Awaitable[ServerInstance]] | None = None) -> None:
+    def __init__(
+        self,
+        enabled_tools: list[str],
+        instances: dict[str, ServerInstance],
+        *,
+        max_tool_calls: int = 100,
+        tool_timeout_s: float = 60.0,
+        output_cap: int = 20_000,
+        reacquire: Callable[[str], Awaitable[ServerInstance]] | None = None,
+    ) -> None:
         self.instances = dict(instances)
         self._reacquire = reacquire
         self._infra_servers: set[str] = set()
@@ -38,7 +44,9 @@ class ToolSurface:
         self._ids = itertools.count(1)
         self._tools: dict[str, Any] = {}
         self.missing: list[str] = []  # enabled tools that no live server offers
-        offered = {naming.qualify(name, tool.name): tool for name, inst in instances.items() for tool in inst.tools}
+        offered = {
+            naming.qualify(name, tool.name): tool for name, inst in instances.items() for tool in inst.tools
+        }
         for qualified in enabled_tools:
             if qualified in offered:
                 self._tools[qualified] = offered[qualified]
@@ -60,8 +68,16 @@ class ToolSurface:
             schema = dict(tool.input_schema or {"type": "object", "properties": {}})
             schema.setdefault("type", "object")
             schema.setdefault("properties", {})
-            specs.append({"type": "function", "function": {
-                "name": qualified, "description": tool.description or "", "parameters": schema}})
+            specs.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": qualified,
+                        "description": tool.description or "",
+                        "parameters": schema,
+                    },
+                }
+            )
         return specs
 
     @property
@@ -70,8 +86,12 @@ class ToolSurface:
 
     async def call(self, name: str, arguments: Any, call_id: str | None = None) -> CallRecord:
         """Run one tool call; never raises for tool-level problems (they become error results)."""
-        record = CallRecord(id=call_id or f"call_{next(self._ids)}", name=name, arguments=arguments,
-                            started_s=time.perf_counter() - self.started)
+        record = CallRecord(
+            id=call_id or f"call_{next(self._ids)}",
+            name=name,
+            arguments=arguments,
+            started_s=time.perf_counter() - self.started,
+        )
         text, kind = self._precheck(name, arguments)
         if kind is None:
             server, tool = naming.split(name)
@@ -85,7 +105,9 @@ class ToolSurface:
         self.calls.append(record)
         return record
 
-    async def _invoke(self, server: str, tool: str, arguments: dict[str, Any]) -> tuple[str, CallErrorKind | None]:
+    async def _invoke(
+        self, server: str, tool: str, arguments: dict[str, Any]
+    ) -> tuple[str, CallErrorKind | None]:
         """Call the server; a broken *stateless* server is replaced and the call retried once."""
         instance = self.instances[server]
         for attempt in (0, 1):
@@ -94,15 +116,18 @@ class ToolSurface:
                 try:
                     text, is_error = await instance.call(tool, arguments, self.tool_timeout_s)
                     return text, ("tool_error" if is_error else None)
-                except asyncio.TimeoutError:
-                    return f"Error: tool {server}_{tool!s} timed out after {self.tool_timeout_s:g}s", "timeout"
+                except TimeoutError:
+                    return (
+                        f"Error: tool {server}_{tool!s} timed out after {self.tool_timeout_s:g}s",
+                        "timeout",
+                    )
                 except TransportError as exc:
                     failure = str(exc)
             if attempt == 0 and not instance.spec.stateful and self._reacquire is not None:
                 try:
                     instance = self.instances[server] = await self._reacquire(server)
                     continue
-                except Exception as exc:  # noqa: BLE001 - a failed restart is reported as infra below
+                except Exception as exc:
                     failure = f"{failure}; restart failed: {exc}"
             break
         if server not in self._infra_servers:
@@ -114,9 +139,13 @@ class ToolSurface:
         if self.budget_left <= 0:
             return f"Error: tool-call budget of {self.max_tool_calls} calls is exhausted", "budget"
         if name not in self._tools:
-            return (f"Error: tool {name!r} is not available. Available tools: {', '.join(self._tools)}",
-                    "not_available")
+            return (
+                f"Error: tool {name!r} is not available. Available tools: {', '.join(self._tools)}",
+                "not_available",
+            )
         if not isinstance(arguments, dict):
-            return f"Error: arguments for {name!r} must be a JSON object, got {json.dumps(arguments)[:200]}", \
-                "invalid_arguments"
+            return (
+                f"Error: arguments for {name!r} must be a JSON object, got {json.dumps(arguments)[:200]}",
+                "invalid_arguments",
+            )
         return "", None

@@ -35,16 +35,20 @@ FIXED_MTIME = 1710504000  # 2024-03-15T12:00:00Z
 
 # (units, revenue) for Q1..Q4, per region and year.
 SALES = {
-    2023: {"North": [(1150, 166750), (1190, 172550), (1260, 182700), (1340, 194300)],
-           "South": [(1010, 136350), (1040, 140400), (1075, 145125), (1120, 151200)],
-           "East": [(1380, 213900), (1350, 209250), (1420, 220100), (1490, 230950)],
-           "West": [(940, 145700), (1010, 156550), (1105, 171275), (1180, 182900)],
-           "Central": [(820, 110700), (840, 113400), (815, 110025), (870, 117450)]},
-    2024: {"North": [(1240, 186000), (1310, 196500), (1405, 210750), (1520, 228000)],
-           "South": [(980, 137200), (1025, 143500), (1110, 155400), (1190, 166600)],
-           "East": [(1460, 233600), (1390, 222400), (1530, 244800), (1610, 257600)],
-           "West": [(1120, 179200), (1245, 199200), (1380, 220800), (1470, 235200)],
-           "Central": [(760, 106400), (805, 112700), (790, 110600), (845, 118300)]},
+    2023: {
+        "North": [(1150, 166750), (1190, 172550), (1260, 182700), (1340, 194300)],
+        "South": [(1010, 136350), (1040, 140400), (1075, 145125), (1120, 151200)],
+        "East": [(1380, 213900), (1350, 209250), (1420, 220100), (1490, 230950)],
+        "West": [(940, 145700), (1010, 156550), (1105, 171275), (1180, 182900)],
+        "Central": [(820, 110700), (840, 113400), (815, 110025), (870, 117450)],
+    },
+    2024: {
+        "North": [(1240, 186000), (1310, 196500), (1405, 210750), (1520, 228000)],
+        "South": [(980, 137200), (1025, 143500), (1110, 155400), (1190, 166600)],
+        "East": [(1460, 233600), (1390, 222400), (1530, 244800), (1610, 257600)],
+        "West": [(1120, 179200), (1245, 199200), (1380, 220800), (1470, 235200)],
+        "Central": [(760, 106400), (805, 112700), (790, 110600), (845, 118300)],
+    },
 }
 
 INVENTORY = """sku,product,category,warehouse,on_hand,reorder_point,unit_cost
@@ -162,15 +166,32 @@ _PEOPLE = {
     "Kenji Sato": ("person", ["Account Manager based in Tokyo", "Hosts the platform weekly sync"]),
 }
 _OTHERS = {
-    "atlas-web": ("project", ["Customer-facing analytics dashboard", "Current release 2.4.0",
-                              "Repository at /data/projects/atlas-web"]),
+    "atlas-web": (
+        "project",
+        [
+            "Customer-facing analytics dashboard",
+            "Current release 2.4.0",
+            "Repository at /data/projects/atlas-web",
+        ],
+    ),
     "Platform Team": ("team", ["Owns atlas-web and the API gateway", "Meets every Tuesday"]),
-    "Northwind Traders": ("customer", ["Region: West", "Contract renewal date: 2024-09-30",
-                                       "Annual contract value: 84000 USD", "Integration: northwind-sync"]),
-    "Globex Corporation": ("customer", ["Region: East", "Contract renewal date: 2024-06-15",
-                                        "Annual contract value: 126000 USD"]),
-    "Initech": ("customer", ["Region: Central", "Contract renewal date: 2024-11-01",
-                             "Annual contract value: 45000 USD"]),
+    "Northwind Traders": (
+        "customer",
+        [
+            "Region: West",
+            "Contract renewal date: 2024-09-30",
+            "Annual contract value: 84000 USD",
+            "Integration: northwind-sync",
+        ],
+    ),
+    "Globex Corporation": (
+        "customer",
+        ["Region: East", "Contract renewal date: 2024-06-15", "Annual contract value: 126000 USD"],
+    ),
+    "Initech": (
+        "customer",
+        ["Region: Central", "Contract renewal date: 2024-11-01", "Annual contract value: 45000 USD"],
+    ),
 }
 _RELATIONS = [
     ("Priya Natarajan", "atlas-web", "leads"),
@@ -226,13 +247,13 @@ def handle(request, bucket):
         return {"status": 429, "path": request["path"]}
     return {"status": 200, "path": request["path"]}
 '''
-_TESTS = '''from gateway import TokenBucket
+_TESTS = """from gateway import TokenBucket
 
 
 def test_bucket_allows_up_to_capacity():
     bucket = TokenBucket(2)
     assert bucket.allow() and bucket.allow()
-'''
+"""
 _SCHEDULER = '''"""Report scheduler: runs are stored and compared in UTC."""
 
 from datetime import datetime, timezone
@@ -256,29 +277,65 @@ def to_csv(rows):
     return out.getvalue()
 '''
 _CHANGELOG_1 = "# Changelog\n\n## 2.3.0\n- Initial dashboard and API gateway\n"
-_CHANGELOG_2 = ("# Changelog\n\n## 2.4.0 - 2024-03-05\n- Token-bucket rate limiting in the API gateway\n"
-                "- Report scheduler uses UTC throughout\n\n## 2.3.0\n- Initial dashboard and API gateway\n")
+_CHANGELOG_2 = (
+    "# Changelog\n\n## 2.4.0 - 2024-03-05\n- Token-bucket rate limiting in the API gateway\n"
+    "- Report scheduler uses UTC throughout\n\n## 2.3.0\n- Initial dashboard and API gateway\n"
+)
 _HISTORY = [
-    ("priya", "2024-01-15T09:00:00+01:00", "Initial project skeleton",
-     {"README.md": "# atlas-web\n\nCustomer-facing analytics dashboard.\n", "src/gateway.py": _GATEWAY_V1,
-      "config/settings.yaml": _SETTINGS.format(version="2.3.0", limit=60), "CHANGELOG.md": _CHANGELOG_1}),
-    ("marcus", "2024-02-02T14:30:00-06:00", "Add token-bucket rate limiter to the API gateway",
-     {"src/gateway.py": _GATEWAY_V2, "tests/test_gateway.py": _TESTS}),
-    ("diego", "2024-02-20T11:15:00-06:00", "Fix timezone handling in the report scheduler",
-     {"src/scheduler.py": _SCHEDULER}),
-    ("lena", "2024-03-05T16:45:00+01:00", "Release 2.4.0: bump version and update changelog",
-     {"config/settings.yaml": _SETTINGS.format(version="2.4.0", limit=60), "CHANGELOG.md": _CHANGELOG_2}),
-    ("marcus", "2024-03-11T10:20:00-05:00", "Raise default rate limit to 120 requests per minute",
-     {"config/settings.yaml": _SETTINGS.format(version="2.4.0", limit=120)}),
+    (
+        "priya",
+        "2024-01-15T09:00:00+01:00",
+        "Initial project skeleton",
+        {
+            "README.md": "# atlas-web\n\nCustomer-facing analytics dashboard.\n",
+            "src/gateway.py": _GATEWAY_V1,
+            "config/settings.yaml": _SETTINGS.format(version="2.3.0", limit=60),
+            "CHANGELOG.md": _CHANGELOG_1,
+        },
+    ),
+    (
+        "marcus",
+        "2024-02-02T14:30:00-06:00",
+        "Add token-bucket rate limiter to the API gateway",
+        {"src/gateway.py": _GATEWAY_V2, "tests/test_gateway.py": _TESTS},
+    ),
+    (
+        "diego",
+        "2024-02-20T11:15:00-06:00",
+        "Fix timezone handling in the report scheduler",
+        {"src/scheduler.py": _SCHEDULER},
+    ),
+    (
+        "lena",
+        "2024-03-05T16:45:00+01:00",
+        "Release 2.4.0: bump version and update changelog",
+        {"config/settings.yaml": _SETTINGS.format(version="2.4.0", limit=60), "CHANGELOG.md": _CHANGELOG_2},
+    ),
+    (
+        "marcus",
+        "2024-03-11T10:20:00-05:00",
+        "Raise default rate limit to 120 requests per minute",
+        {"config/settings.yaml": _SETTINGS.format(version="2.4.0", limit=120)},
+    ),
 ]
-_BRANCH = ("feature/csv-export", "diego", "2024-03-14T15:05:00-05:00", "Add CSV export endpoint",
-           {"src/export.py": _EXPORT, "config/settings.yaml": _SETTINGS.format(version="2.4.0", limit=120)
-            .replace("[json]", "[json, csv]")})
+_BRANCH = (
+    "feature/csv-export",
+    "diego",
+    "2024-03-14T15:05:00-05:00",
+    "Add CSV export endpoint",
+    {
+        "src/export.py": _EXPORT,
+        "config/settings.yaml": _SETTINGS.format(version="2.4.0", limit=120).replace("[json]", "[json, csv]"),
+    },
+)
 
 
 def _sales_text(year: int) -> str:
-    rows = [f"{year},{region},Q{q},{units},{revenue}" for region, quarters in SALES[year].items()
-            for q, (units, revenue) in enumerate(quarters, start=1)]
+    rows = [
+        f"{year},{region},Q{q},{units},{revenue}"
+        for region, quarters in SALES[year].items()
+        for q, (units, revenue) in enumerate(quarters, start=1)
+    ]
     return "year,region,quarter,units,revenue\n" + "\n".join(rows) + "\n"
 
 
@@ -291,8 +348,10 @@ def _log_text() -> str:
 
 
 def _memory_text() -> str:
-    rows = [{"type": "entity", "name": name, "entityType": kind, "observations": obs}
-            for name, (kind, obs) in {**_PEOPLE, **_OTHERS}.items()]
+    rows = [
+        {"type": "entity", "name": name, "entityType": kind, "observations": obs}
+        for name, (kind, obs) in {**_PEOPLE, **_OTHERS}.items()
+    ]
     rows += [{"type": "relation", "from": a, "to": b, "relationType": rel} for a, b, rel in _RELATIONS]
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
@@ -305,10 +364,19 @@ def _write(root: Path, rel: str, text: str) -> None:
 
 def _git(repo: Path, *args: str, who: str = "priya", date: str = "2024-01-15T09:00:00+00:00") -> None:
     name, email = _AUTHORS[who]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repo), "LC_ALL": "C",
-           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
-           "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(repo),
+        "LC_ALL": "C",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_AUTHOR_DATE": date,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+        "GIT_COMMITTER_DATE": date,
+    }
     proc = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
@@ -342,8 +410,10 @@ def _prepare(dest: Path) -> None:
         raise InputError("exists and is not a directory", where=str(dest))
     if dest.is_dir() and any(dest.iterdir()):
         if not (dest / MARKER).is_file():
-            raise InputError("directory is not empty and is not a starter workspace; "
-                             "choose a new or empty directory", where=str(dest))
+            raise InputError(
+                "directory is not empty and is not a starter workspace; choose a new or empty directory",
+                where=str(dest),
+            )
         shutil.rmtree(dest)  # a previous starter workspace: recreate it from scratch
     dest.mkdir(parents=True, exist_ok=True)
 
@@ -352,12 +422,20 @@ def create_workspace(dest: Path) -> Path:
     """Create (or recreate) the starter workspace at ``dest``; returns its absolute path."""
     dest = Path(dest).expanduser().absolute()
     _prepare(dest)
-    files = {MARKER: MARKER_TEXT, "README.md": README, "sales/sales_2023.csv": _sales_text(2023),
-             "sales/sales_2024.csv": _sales_text(2024), "inventory/inventory.csv": INVENTORY,
-             "hr/employees.csv": EMPLOYEES, "logs/app.log": _log_text(), "memory.jsonl": _memory_text(), **NOTES}
+    files = {
+        MARKER: MARKER_TEXT,
+        "README.md": README,
+        "sales/sales_2023.csv": _sales_text(2023),
+        "sales/sales_2024.csv": _sales_text(2024),
+        "inventory/inventory.csv": INVENTORY,
+        "hr/employees.csv": EMPLOYEES,
+        "logs/app.log": _log_text(),
+        "memory.jsonl": _memory_text(),
+        **NOTES,
+    }
     for rel, text in sorted(files.items()):
         _write(dest, rel, text)
     _make_repo(dest / "projects" / "atlas-web")
-    for path in sorted(dest.rglob("*"), reverse=True) + [dest]:  # children before their parents
+    for path in [*sorted(dest.rglob("*"), reverse=True), dest]:  # children before their parents
         os.utime(path, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
     return dest

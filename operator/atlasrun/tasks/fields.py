@@ -147,7 +147,9 @@ def parse_openai_trajectory(value: Any) -> list[RefTurn]:
         elif role == "tool":
             call = by_id.get(str(msg.get("tool_call_id")))
             if call is None:
-                raise FieldError(f"message {i}: tool result for unknown tool_call_id {msg.get('tool_call_id')!r}")
+                raise FieldError(
+                    f"message {i}: tool result for unknown tool_call_id {msg.get('tool_call_id')!r}"
+                )
             call.output, call.is_error = tool_text(msg.get("content"))
         elif role in ("user", "system"):
             continue

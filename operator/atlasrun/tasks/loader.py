@@ -9,9 +9,10 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -71,9 +72,17 @@ def atlas_row_to_task(row: dict[str, Any], where: str) -> Task:
     prompt = _field(row, "PROMPT", _text)
     tools = _field(row, "ENABLED_TOOLS", parse_tool_list)
     claims = _field(row, "GTFA_CLAIMS", parse_claims)
-    trajectory = _field(row, "TRAJECTORY", lambda v: parse_openai_trajectory(v) if v not in (None, "") else [])
-    task = Task(id=task_id, prompt=prompt, enabled_tools=tools, claims=claims,
-                reference_trajectory=trajectory, source=where)
+    trajectory = _field(
+        row, "TRAJECTORY", lambda v: parse_openai_trajectory(v) if v not in (None, "") else []
+    )
+    task = Task(
+        id=task_id,
+        prompt=prompt,
+        enabled_tools=tools,
+        claims=claims,
+        reference_trajectory=trajectory,
+        source=where,
+    )
     _check_trajectory_tools(task, "TRAJECTORY")
     return task
 
@@ -86,11 +95,17 @@ def native_row_to_task(row: dict[str, Any], where: str) -> Task:
     data["enabled_tools"] = _field(data, "enabled_tools", parse_tool_list)
     data["claims"] = _field(data, "claims", parse_claims)
     trajectory = data.get("reference_trajectory") or []
-    if trajectory and isinstance(trajectory, list) and isinstance(trajectory[0], dict) and "role" in trajectory[0]:
+    if (
+        trajectory
+        and isinstance(trajectory, list)
+        and isinstance(trajectory[0], dict)
+        and "role" in trajectory[0]
+    ):
         data["reference_trajectory"] = _field(data, "reference_trajectory", parse_openai_trajectory)
     else:
-        data["reference_trajectory"] = _field(data, "reference_trajectory",
-                                              lambda v: parse_native_trajectory(v or []))
+        data["reference_trajectory"] = _field(
+            data, "reference_trajectory", lambda v: parse_native_trajectory(v or [])
+        )
     data.setdefault("source", where)
     try:
         task = Task.model_validate(data)
@@ -145,8 +160,10 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         for i, row in enumerate(items, start=1):
             yield i, row if isinstance(row, dict) else {"__error__": "task is not a mapping"}
     else:
-        raise InputError(f"unsupported task file type {suffix!r} (use .csv, .jsonl, .parquet, .yaml, .json)",
-                         where=str(path))
+        raise InputError(
+            f"unsupported task file type {suffix!r} (use .csv, .jsonl, .parquet, .yaml, .json)",
+            where=str(path),
+        )
 
 
 def load_tasks(path: str | Path) -> TaskSet:
@@ -155,8 +172,11 @@ def load_tasks(path: str | Path) -> TaskSet:
         raise InputError("task file not found", where=str(source))
     result = TaskSet()
     seen: dict[str, str] = {}
-    label = "row" if source.suffix.lower() in (".csv", ".parquet") else (
-        "line" if source.suffix.lower() == ".jsonl" else "task")
+    label = (
+        "row"
+        if source.suffix.lower() in (".csv", ".parquet")
+        else ("line" if source.suffix.lower() == ".jsonl" else "task")
+    )
     for number, row in read_rows(source):
         where = f"{source.name} {label} {number}"
         if "__error__" in row:
@@ -169,7 +189,9 @@ def load_tasks(path: str | Path) -> TaskSet:
             result.rejected.append(Rejection(where, exc.field, exc.message))
             continue
         if task.id in seen:
-            result.rejected.append(Rejection(where, "id", f"duplicate task id {task.id!r} (first at {seen[task.id]})"))
+            result.rejected.append(
+                Rejection(where, "id", f"duplicate task id {task.id!r} (first at {seen[task.id]})")
+            )
             continue
         seen[task.id] = where
         result.tasks.append(task)

@@ -13,9 +13,10 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -36,8 +37,11 @@ Script = Callable[[dict[str, Any]], Reply]
 
 def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return {"id": call_id or f"call_{abs(hash((name, args))) % 10**8}", "type": "function",
-            "function": {"name": name, "arguments": args}}
+    return {
+        "id": call_id or f"call_{abs(hash((name, args))) % 10**8}",
+        "type": "function",
+        "function": {"name": name, "arguments": args},
+    }
 
 
 def _completion(reply: Reply, model: str) -> dict[str, Any]:
@@ -45,25 +49,33 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
     return {
-        "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
     }
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def setup(self) -> None:
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         owner = self.server.owner
@@ -71,10 +83,13 @@ class _Handler(BaseHTTPRequestHandler):
             owner.requests.append(body)
         try:
             reply = owner.script(body)
-        except Exception as exc:  # noqa: BLE001 - a broken script is a 500, visible to the test
+        except Exception as exc:
             reply = Reply(status=500, raw_body=json.dumps({"error": {"message": f"script error: {exc!r}"}}))
-        payload = reply.raw_body if reply.raw_body is not None else json.dumps(
-            _completion(reply, str(body.get("model", "scripted"))))
+        payload = (
+            reply.raw_body
+            if reply.raw_body is not None
+            else json.dumps(_completion(reply, str(body.get("model", "scripted"))))
+        )
         data = payload.encode()
         self.send_response(reply.status)
         self.send_header("content-type", "application/json")
@@ -87,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    owner: "ScriptedProvider"
+    owner: ScriptedProvider
 
 
 class ScriptedProvider:
@@ -99,14 +114,16 @@ class ScriptedProvider:
         self.lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-provider", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="scripted-provider", daemon=True
+        )
 
     @property
     def api_base(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def __enter__(self) -> "ScriptedProvider":
+    def __enter__(self) -> ScriptedProvider:
         self._thread.start()
         return self
 

@@ -33,7 +33,7 @@ class TasksSource(_Spec):
     limit: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _one_source(self) -> "TasksSource":
+    def _one_source(self) -> TasksSource:
         given = [k for k in ("path", "uri", "config_map", "dataset") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError("give exactly one of path, uri, configMap, dataset")
@@ -46,7 +46,7 @@ class ModelSpec(_Spec):
     params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
     api_base: str | None = None
     api_key_env: str | None = None  # env var holding the key (a Secret key in cluster mode)
-    api_key_secret: "SecretKeyRef | None" = None  # cluster mode: where the key comes from
+    api_key_secret: SecretKeyRef | None = None  # cluster mode: where the key comes from
     max_concurrency: int = Field(default=4, ge=1)
     egress: Egress = Field(default_factory=Egress)  # cluster mode: the endpoint's hosts/CIDRs/ports
 
@@ -88,7 +88,7 @@ class Limits(_Spec):
     judge_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=1.0, ge=0, alias="retryBackoffSeconds")
 
-    def for_task(self, task: TaskLimits) -> "Limits":
+    def for_task(self, task: TaskLimits) -> Limits:
         update = {
             "max_turns": task.max_turns or self.max_turns,
             "max_tool_calls": task.max_tool_calls or self.max_tool_calls,
@@ -137,7 +137,7 @@ class RunSpecBody(_Spec):
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "RunSpecBody":
+    def _unique_names(self) -> RunSpecBody:
         for kind, items in (("models", self.models), ("judges", self.judges)):
             names = [m.name for m in items]
             dupes = sorted({n for n in names if names.count(n) > 1})
