@@ -1,11 +1,14 @@
 """Shared fixtures: a small data root, run files, and process helpers.
 
-Tests marked ``servers`` use the real offline MCP servers installed by
-``make servers`` (``make test`` does that first).
+Markers say what a test needs beyond this checkout (pyproject.toml lists them): ``servers``
+(the offline MCP servers from ``make servers``), ``cluster`` (a real API server), ``node`` (a
+real kubelet node), ``network`` (hosts beyond loopback), ``tools`` (the pinned external tools
+from ``make tools chart-tools``). Unmarked tests need none of these: ``make check`` runs them.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from pathlib import Path
@@ -34,12 +37,28 @@ SUM_TASK: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _servers_installed() -> None:
-    missing = [
+@functools.cache
+def _missing_servers() -> tuple[str, ...]:
+    return tuple(
         s.name for s in load_catalog().servers if s.package and not (install_dir(s) / ".installed").exists()
-    ]
-    if missing:
+    )
+
+
+# Fixtures that install or run a pinned external tool: a test using one (directly or through
+# another fixture) is marked ``tools`` here, so no test file has to repeat it.
+TOOL_FIXTURES = {"helm", "prom_tools", "kubernetes_validate", "hadolint"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if TOOL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.tools)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``servers`` need every offline MCP server installed; the others need none."""
+    if item.get_closest_marker("servers") and (missing := _missing_servers()):
         pytest.exit(
             f"MCP servers not installed: {', '.join(missing)}; run `make servers` (make test does)", 2
         )

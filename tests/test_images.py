@@ -301,6 +301,7 @@ def _image_tags() -> set[Tag]:
     }
 
 
+@pytest.mark.network  # pip downloads every wheel of the runner image from PyPI
 def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path: Path) -> None:
     ctx = tmp_path / "ctx"
     started = time.monotonic()

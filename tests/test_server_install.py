@@ -11,7 +11,6 @@ from atlasrun.errors import AtlasError
 from atlasrun.servers import install as inst
 from atlasrun.servers.catalog import load_catalog
 
-pytestmark = pytest.mark.servers
 
 
 @pytest.fixture(autouse=True)

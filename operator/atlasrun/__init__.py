@@ -1,7 +1,8 @@
 """AtlasRun: benchmark how LLM agents use tools over MCP.
 
 One subpackage per stage, layered along the data flow. A module imports only from its
-own layer or lower ones (enforced by tests/test_layers.py), low to high:
+own layer or lower ones (the import-linter contract in pyproject.toml, checked by
+``lint-imports`` in ``make check``), low to high:
 
 1. ``errors``, ``naming``: user-facing errors; the ``{server}_{tool}`` convention
 2. ``tasks``, ``provider``: task files; LLM calls through litellm with the retry policy
