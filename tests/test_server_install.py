@@ -12,7 +12,6 @@ from atlasrun.servers import install as inst
 from atlasrun.servers.catalog import load_catalog
 
 
-
 @pytest.fixture(autouse=True)
 def _root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ATLAS_SERVERS_HOME", str(tmp_path))

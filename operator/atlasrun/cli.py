@@ -1,24 +1,27 @@
-"""The ``atlas`` command line."""
+"""The ``atlas`` command line.
+
+Building the parser imports nothing heavy (``atlas --help`` answers at once): each handler
+imports what it needs, and of the modules in ``atlasrun.commands`` only the one of the command
+being run is imported (``atlasrun.commands.COMMANDS``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import subprocess
 import sys
-import tempfile
-import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+from atlasrun.commands import COMMANDS
 
-from atlasrun.errors import AtlasError, InputError
-from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec, TasksSource, load_run_spec
+if TYPE_CHECKING:
+    from atlasrun.runspec.run import RunSpec
 
 
 def _is_run_file(path: Path) -> bool:
+    import yaml
+
     if path.suffix.lower() not in (".yaml", ".yml"):
         return False
     try:
@@ -29,6 +32,8 @@ def _is_run_file(path: Path) -> bool:
 
 
 def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
+    from atlasrun.runspec.run import JudgeSpec, ModelSpec, TasksSource
+
     body = spec.spec
     if args.tasks:
         body.tasks = TasksSource(path=str(Path(args.tasks).resolve()))
@@ -61,6 +66,7 @@ def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from atlasrun.runner.local import format_table, output_dir, run_local
+    from atlasrun.runspec.run import load_run_spec
 
     spec = apply_overrides(load_run_spec(args.run_file), args)
     out = output_dir(spec, args.out)
@@ -84,7 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from atlasrun.errors import InputError
     from atlasrun.runner.plan import plan_run
+    from atlasrun.runspec.run import load_run_spec
     from atlasrun.tasks.loader import load_tasks
 
     path = Path(args.file)
@@ -116,12 +124,18 @@ def cmd_servers_install(args: argparse.Namespace) -> int:
 
 def _scratch_data_root() -> Path:
     """An empty data root that is also a git repository, so every catalog check can succeed."""
+    import subprocess
+    import tempfile
+
     root = Path(tempfile.mkdtemp(prefix="atlas-check-"))
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
 
 
 async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
+    import asyncio
+    import time
+
     from atlasrun.servers.catalog import load_catalog
     from atlasrun.servers.instance import ServerInstance
 
@@ -162,6 +176,9 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def cmd_servers_check(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
     rows = asyncio.run(_check(args))
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -183,7 +200,9 @@ def cmd_init_workspace(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``atlas`` parser; of the command modules only ``command``'s is imported (its full
+    parser), the others are listed by name and help."""
     parser = argparse.ArgumentParser(prog="atlas", description="Benchmark LLM agents' MCP tool use.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -231,22 +250,30 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=60.0)
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=cmd_servers_check)
-    _register_command_modules(sub)
+    _register_command_modules(sub, command)
     return parser
 
 
-def _register_command_modules(sub: Any) -> None:
+def _register_command_modules(sub: Any, command: str | None) -> None:
     import importlib
-    import pkgutil
 
-    import atlasrun.commands as package
+    if command in COMMANDS:
+        importlib.import_module(f"atlasrun.commands.{COMMANDS[command][0]}").register(sub)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in sub.choices:  # a module may register several commands
+            sub.add_parser(name, help=help_text)
 
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        importlib.import_module(f"{package.__name__}.{info.name}").register(sub)
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the top-level parser has no options taking a value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(_command_of(argv)).parse_args(argv)
+    from atlasrun.errors import AtlasError
+
     try:
         return int(args.func(args))
     except AtlasError as exc:
