@@ -23,7 +23,7 @@ from atlasrun.diagnostics.signals import detect, enriched_trace, format_trace, s
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.judge.llm import JudgeOutputError
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
@@ -110,6 +110,7 @@ def result(
         model=model,
         repeat=repeat,
         status=status,  # type: ignore[arg-type]
+        error_kind=None if status == "scored" else ErrorKind.PROVIDER,
         coverage=coverage if status == "scored" else None,
         passed=coverage >= 0.75 if status == "scored" else None,
         claims=claims,

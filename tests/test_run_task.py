@@ -26,7 +26,7 @@ from moto.server import (
 from atlasrun.cluster.runtask import Inputs, compact, exit_code, stored_result
 from atlasrun.cluster.store import S3Results, StoreError, download, parse_s3_uri
 from atlasrun.errors import InputError
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
 from atlasrun.servers.instance import free_port
@@ -444,7 +444,11 @@ def test_store_round_trip_download_and_unreachable_endpoint(tmp_path: Path, s3: 
 
 def test_termination_summary_is_hard_capped() -> None:
     result = TaskResult(
-        task_id="t" * 3000, model="m" * 3000, status="error", reason="infra: " + "x" * 100_000
+        task_id="t" * 3000,
+        model="m" * 3000,
+        status="error",
+        error_kind=ErrorKind.SERVER_TRANSPORT,
+        reason="infra: " + "x" * 100_000,
     )
     text = compact(
         {
@@ -461,13 +465,14 @@ def test_termination_summary_is_hard_capped() -> None:
 
 
 def test_exit_codes() -> None:
-    def result(status: str, reason: str | None = None) -> TaskResult:
-        return TaskResult(task_id="t", model="m", status=status, reason=reason)  # type: ignore[arg-type]
+    def result(status: str, kind: ErrorKind | None = None) -> TaskResult:
+        return TaskResult(task_id="t", model="m", status=status, error_kind=kind)  # type: ignore[arg-type]
 
-    assert exit_code(result("scored")) == 0 and exit_code(result("excluded", "needs server")) == 0
-    assert exit_code(result("error", "judge failed on 1/2 claims")) == 0
-    for reason in ("infra: server down", "provider: provider failed: 503", "harness error: boom"):
-        assert exit_code(result("error", reason)) == 3
+    assert exit_code(result("scored")) == 0
+    assert exit_code(result("excluded", ErrorKind.SERVER_NOT_ENABLED)) == 0
+    assert exit_code(result("error", ErrorKind.JUDGE)) == 0  # the transcript is kept: rejudged, not rerun
+    for kind in (ErrorKind.SERVER_TRANSPORT, ErrorKind.PROVIDER, ErrorKind.HARNESS):
+        assert exit_code(result("error", kind)) == 3
 
 
 def test_write_only_credentials_still_run_the_item() -> None:
