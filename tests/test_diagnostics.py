@@ -23,8 +23,8 @@ from atlasrun.diagnostics.signals import detect, enriched_trace, format_trace, s
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.judge.llm import JudgeOutputError
-from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.store import ResultsDir
+from atlasrun.scoring.result import ErrorKind, TaskResult
+from atlasrun.scoring.store import ResultsDir, task_record_name
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from conftest import SUM_TASK
@@ -110,6 +110,7 @@ def result(
         model=model,
         repeat=repeat,
         status=status,  # type: ignore[arg-type]
+        error_kind=None if status == "scored" else ErrorKind.PROVIDER,
         coverage=coverage if status == "scored" else None,
         passed=coverage >= 0.75 if status == "scored" else None,
         claims=claims,
@@ -510,7 +511,7 @@ def test_atlas_diagnose_input_errors(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 2 and "--threshold: must be in (0, 1]" in err
     code, err = diagnose_cli(str(out), "--judge", "openai/x", "--judge-api-key-env", "ATLAS_TEST_UNSET_KEY")
     assert code == 2 and "ATLAS_TEST_UNSET_KEY is not set" in err
-    (out / "tasks" / "alpha" / "t2.r0.json").unlink()  # a missing per-task record is reported, not fatal
+    (out / task_record_name("alpha", "t2", 0)).unlink()  # a missing per-task record is reported, not fatal
     code, err = diagnose_cli(str(out))
     assert code == 0 and "not diagnosed: alpha / t2 (repeat 0): per-task record" in err
     assert "1 without a record" in err

@@ -25,7 +25,7 @@ from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.reports.data import CALL_RESULT_MAX, build_data
 from atlasrun.reports.html import build_report
 from atlasrun.scoring.claims import Judgement, score_claims
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci, repeat_stats
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.tasks.model import Task
@@ -163,9 +163,19 @@ def record(model: str, skill: float, j: int, repeat: int = 0) -> TaskResult:
         "task": t,
     }
     if j == N_TASKS - 1:
-        return TaskResult(status="excluded", reason="needs server(s) not enabled: git", **common)
+        return TaskResult(
+            status="excluded",
+            error_kind=ErrorKind.SERVER_NOT_ENABLED,
+            reason="needs server(s) not enabled: git",
+            **common,
+        )
     if j == N_TASKS - 2 and model == "weak-model":
-        return TaskResult(status="error", reason="provider_error: rate limited after 3 retries", **common)
+        return TaskResult(
+            status="error",
+            error_kind=ErrorKind.PROVIDER,
+            reason="provider_error: rate limited after 3 retries",
+            **common,
+        )
     passed = (j + repeat) % 10 < round(10 * skill)
     answer = f"Answer {j}: {'all good' if passed else 'partly wrong'} {MALICIOUS if j == 5 else ''}"
     trace = transcript(model, j, passed, answer)

@@ -26,7 +26,8 @@ from moto.server import (
 from atlasrun.cluster.runtask import Inputs, compact, exit_code, stored_result
 from atlasrun.cluster.store import S3Results, StoreError, download, parse_s3_uri
 from atlasrun.errors import InputError
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
+from atlasrun.scoring.store import task_record_name
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
 from atlasrun.servers.instance import free_port
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.servers
 assert ThreadedMotoServer is PublicThreadedMotoServer
 BUCKET = "atlas-results"
 RESULTS_URI = f"s3://{BUCKET}/bench/calc-run/"
-OBJECT_KEY = "bench/calc-run/tasks/solver/add-numbers.r0.json"
+OBJECT_KEY = "bench/calc-run/" + task_record_name("solver", "add-numbers", 0)
 MODEL_KEY = "sk-test-SECRET-model-key-123456"
 AWS_SECRET = "aws-SECRET-access-key-abcdef"
 CALC_TASK: dict[str, Any] = {
@@ -225,7 +226,7 @@ def test_pod_solves_task_and_stores_result(tmp_path: Path, s3: S3Server, sidecar
         calls = len(provider.requests)
 
         body = s3.client().get_object(Bucket=BUCKET, Key=OBJECT_KEY)["Body"].read()
-        local = (tmp_path / "work" / "tasks" / "solver" / "add-numbers.r0.json").read_bytes()
+        local = (tmp_path / "work" / task_record_name("solver", "add-numbers", 0)).read_bytes()
         assert body == local  # the full record, byte for byte
         result = TaskResult.model_validate_json(body)
         assert result.status == "scored" and result.passed and result.coverage == 1.0, result
@@ -316,7 +317,9 @@ def test_storage_outage_is_retried_then_fails_the_pod(tmp_path: Path, s3: S3Serv
     assert summary["tool_calls"] == 1 and summary["tokens"]["prompt"] > 0  # the work was done and paid for
     assert '"scored"' not in proc.stdout
     # the result was finished locally: it was lost only because storage was down, and said so
-    assert json.loads((tmp_path / "work" / "tasks" / "solver" / "add-numbers.r0.json").read_text())["passed"]
+    assert json.loads((tmp_path / "work" / task_record_name("solver", "add-numbers", 0)).read_text())[
+        "passed"
+    ]
     # moto's state outlives its server: a new one on another port shows nothing was stored
     again = S3Server()
     try:
@@ -408,7 +411,7 @@ def test_store_round_trip_download_and_unreachable_endpoint(tmp_path: Path, s3: 
     store = S3Results(f"s3://{BUCKET}/p/run/", s3.endpoint, env=env, attempts=2, backoff_s=0.01)
     result = TaskResult(task_id="t/1", model="org/m", repeat=2, status="scored", passed=True, coverage=1.0)
     uri = store.put_result(result)
-    assert uri == f"s3://{BUCKET}/p/run/tasks/org_m/t_1.r2.json"
+    assert uri == f"s3://{BUCKET}/p/run/{task_record_name('org/m', 't/1', 2)}"
     assert store.get_result("org/m", "t/1", 2) == result
     assert store.get_result("org/m", "t/1", 0) is None
     assert store.list_results() == [result]
@@ -444,7 +447,11 @@ def test_store_round_trip_download_and_unreachable_endpoint(tmp_path: Path, s3: 
 
 def test_termination_summary_is_hard_capped() -> None:
     result = TaskResult(
-        task_id="t" * 3000, model="m" * 3000, status="error", reason="infra: " + "x" * 100_000
+        task_id="t" * 3000,
+        model="m" * 3000,
+        status="error",
+        error_kind=ErrorKind.SERVER_TRANSPORT,
+        reason="infra: " + "x" * 100_000,
     )
     text = compact(
         {
@@ -461,13 +468,14 @@ def test_termination_summary_is_hard_capped() -> None:
 
 
 def test_exit_codes() -> None:
-    def result(status: str, reason: str | None = None) -> TaskResult:
-        return TaskResult(task_id="t", model="m", status=status, reason=reason)  # type: ignore[arg-type]
+    def result(status: str, kind: ErrorKind | None = None) -> TaskResult:
+        return TaskResult(task_id="t", model="m", status=status, error_kind=kind)  # type: ignore[arg-type]
 
-    assert exit_code(result("scored")) == 0 and exit_code(result("excluded", "needs server")) == 0
-    assert exit_code(result("error", "judge failed on 1/2 claims")) == 0
-    for reason in ("infra: server down", "provider: provider failed: 503", "harness error: boom"):
-        assert exit_code(result("error", reason)) == 3
+    assert exit_code(result("scored")) == 0
+    assert exit_code(result("excluded", ErrorKind.SERVER_NOT_ENABLED)) == 0
+    assert exit_code(result("error", ErrorKind.JUDGE)) == 0  # the transcript is kept: rejudged, not rerun
+    for kind in (ErrorKind.SERVER_TRANSPORT, ErrorKind.PROVIDER, ErrorKind.HARNESS):
+        assert exit_code(result("error", kind)) == 3
 
 
 def test_write_only_credentials_still_run_the_item() -> None:

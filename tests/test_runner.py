@@ -11,6 +11,7 @@ import pytest
 from atlasrun.runner.local import RunOutcome, run_local
 from atlasrun.runspec.run import load_run_spec
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import task_record_name
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from conftest import SUM_TASK, child_pids, kill_children, write_run, write_tasks
 
@@ -69,7 +70,7 @@ def test_scripted_model_solves_a_task_with_real_servers(tmp_path: Path, data_dir
     # the tools the model saw: only the task's surface, named server_tool
     tools = {t["function"]["name"] for t in provider.requests[0]["tools"]}
     assert tools == set(SUM_TASK["enabled_tools"])
-    full = (tmp_path / "out" / "tasks" / "solver" / "sum-numbers.r0.json").read_text()
+    full = (tmp_path / "out" / task_record_name("solver", "sum-numbers", 0)).read_text()
     assert '"calculator_calculate"' in full and '"42"' in full  # transcript with real tool output
     summary = outcome.summary["models"]["solver"]
     assert (summary["scored"], summary["passed"], summary["pass_rate"]) == (1, 1, 1.0)
@@ -87,7 +88,7 @@ def test_tool_outside_the_surface_gets_a_clear_error_result(tmp_path: Path, data
         outcome = run(tmp_path, data_dir, provider, [SUM_TASK], ["rogue"])
     (result,) = outcome.results
     assert result.status == "scored" and not result.passed  # a model failure, not a crash
-    full = (tmp_path / "out" / "tasks" / "rogue" / "sum-numbers.r0.json").read_text()
+    full = (tmp_path / "out" / task_record_name("rogue", "sum-numbers", 0)).read_text()
     assert "not_available" in full and "is not available" in full
     record = TaskResult.model_validate_json(full)
     assert record.transcript is not None
@@ -137,7 +138,7 @@ def test_provider_429_is_retried_honouring_retry_after(tmp_path: Path, data_dir:
     assert result.status == "scored" and result.passed
     assert len(seen) == 4  # one 429, then the three turns
     assert seen[1] - seen[0] >= 0.95  # waited as told (backoff base is 0 in this run)
-    record = (tmp_path / "out" / "tasks" / "limited" / "sum-numbers.r0.json").read_text()
+    record = (tmp_path / "out" / task_record_name("limited", "sum-numbers", 0)).read_text()
     assert '"retries": 1' in record
 
 
@@ -270,11 +271,11 @@ def test_fresh_state_per_task(tmp_path: Path, data_dir: Path) -> None:
     outcome = run(tmp_path, data_dir, None, [writer, reader], ["replay"], parallelism=1)
     assert [r.task_id for r in outcome.results] == ["read", "write"]
     record = TaskResult.model_validate_json(
-        (tmp_path / "out" / "tasks" / "replay" / "read.r0.json").read_text()
+        (tmp_path / "out" / task_record_name("replay", "read", 0)).read_text()
     )
     assert record.transcript and record.transcript.calls[0].result == "12\n30\n"
     written = TaskResult.model_validate_json(
-        (tmp_path / "out" / "tasks" / "replay" / "write.r0.json").read_text()
+        (tmp_path / "out" / task_record_name("replay", "write", 0)).read_text()
     )
     assert written.transcript and not written.transcript.calls[0].is_error
     assert (data_dir / "numbers.txt").read_text() == "12\n30\n"
@@ -339,7 +340,7 @@ def test_streamable_http_transport(tmp_path: Path, data_dir: Path) -> None:
     outcome = run(tmp_path, data_dir, None, [task], ["replay"])
     (result,) = outcome.results
     record = TaskResult.model_validate_json(
-        (tmp_path / "out" / "tasks" / "replay" / "sum-numbers.r0.json").read_text()
+        (tmp_path / "out" / task_record_name("replay", "sum-numbers", 0)).read_text()
     )
     assert record.transcript and [c.result for c in record.transcript.calls] == ["12\n30\n", "42"]
     assert result.status == "scored"
@@ -365,7 +366,7 @@ def test_pooled_server_crash_is_restarted_and_the_call_retried(tmp_path: Path, d
     assert all(r.status == "scored" and r.passed for r in outcome.results), outcome.results
     for task_id in ("first", "second"):
         record = TaskResult.model_validate_json(
-            (tmp_path / "out" / "tasks" / "m" / f"{task_id}.r0.json").read_text()
+            (tmp_path / "out" / task_record_name("m", task_id, 0)).read_text()
         )
         assert record.transcript and record.transcript.calls[-1].result == "42"
     assert not child_pids("mcp-server-calculator")  # the replacement was stopped at the end too

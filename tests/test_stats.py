@@ -51,6 +51,11 @@ def result(
             "model": model,
             "repeat": repeat,
             "status": status,
+            "error_kind": None
+            if status == "scored"
+            else "provider"
+            if status == "error"
+            else "server_not_enabled",
             "coverage": coverage,
             "passed": passed,
             "judge": PRIMARY,

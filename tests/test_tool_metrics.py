@@ -135,6 +135,7 @@ def test_model_tool_metrics_from_a_results_dir(tmp_path: Path) -> None:
             task_id="t3",
             model="m",
             status="error",
+            error_kind="server_transport",
             reason="infra",
             transcript=transcript([call("calculator_calculate", {}, "transport")]),
         )

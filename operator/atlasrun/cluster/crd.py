@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -322,12 +321,6 @@ class _Dumper(yaml.SafeDumper):
 
 def render_yaml() -> str:
     return HEADER + yaml.dump(build_crd(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
-
-
-def write_crd(path: str | Path) -> Path:
-    target = Path(path)
-    target.write_text(render_yaml(), encoding="utf-8")
-    return target
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import re
 
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog, ServerSpec
+from atlasrun.servers.selection import enabled_servers
 
 _DIGEST = re.compile(r"@(?P<algo>[a-z0-9]+(?:[.+_-][a-z0-9]+)*):(?P<hex>[0-9a-zA-Z=_-]+)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -42,7 +43,7 @@ def servers_used(body: RunSpecBody, catalog: Catalog) -> list[ServerSpec]:
     Names not in the catalog are skipped here; planning the run reports them.
     """
     table = catalog.merged(body.servers.inline).by_name()
-    names = body.servers.enabled if body.servers.enabled is not None else sorted(table)
+    names = enabled_servers(body.servers.enabled, table)
     return [table[n] for n in names if n in table]
 
 

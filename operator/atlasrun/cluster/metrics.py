@@ -68,11 +68,6 @@ def serve(port: int) -> None:
     start_http_server(port)
 
 
-def _error_kind(reason: str | None) -> str:
-    head = (reason or "").split(":", 1)[0].strip().lower()
-    return head if head in ("infra", "provider", "judge failed on", "job failed") else "other"
-
-
 def task_finished(run: str, record: dict[str, Any], metrics: Metrics = METRICS) -> None:
     model = str(record.get("m") or "unknown")
     outcome = record["s"] if record["s"] != "scored" else ("passed" if record.get("p") else "failed")
@@ -80,7 +75,7 @@ def task_finished(run: str, record: dict[str, Any], metrics: Metrics = METRICS) 
     if record.get("w") is not None:
         metrics.latency.labels(run, model).observe(float(record["w"]))
     if record["s"] == "error":
-        metrics.errors.labels(run, model, _error_kind(record.get("r")).replace(" ", "_")).inc()
+        metrics.errors.labels(run, model, str(record.get("k") or "other")).inc()
 
 
 def run_status(run: str, phase: str, models: dict[str, dict[str, Any]], metrics: Metrics = METRICS) -> None:

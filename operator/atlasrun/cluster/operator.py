@@ -25,7 +25,6 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from atlasrun import naming
 from atlasrun.cluster import metrics
 from atlasrun.cluster.images import unpinned_images
 from atlasrun.cluster.manifests import (
@@ -40,6 +39,7 @@ from atlasrun.cluster.store import StoreError, download
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import API_VERSION, RunSpecBody
 from atlasrun.servers.catalog import Catalog, ServerSpec, load_catalog
+from atlasrun.servers.selection import enabled_servers, task_servers
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 
@@ -224,12 +224,12 @@ def reconcile(
     except (AtlasError, StoreError, ApiException, OSError) as exc:
         _blocked(patch, body, "TasksUnavailable", str(exc))
         return
-    enabled = set(run_body.servers.enabled or [s.name for s in catalog.servers])
+    enabled = set(enabled_servers(run_body.servers.enabled, catalog.by_name()))
     runnable, excluded = [], {}
     for task in tasks:
         missing = [
             s
-            for s in task.required_servers
+            for s in task_servers(task, enabled).required
             if s not in enabled or not catalog.by_name().get(s) or not catalog.get(s).image
         ]
         if missing:
@@ -282,8 +282,8 @@ def reconcile(
     for item in decision.create:
         servers = [
             catalog.get(s)
-            for s in dict.fromkeys(naming.server_of(t) for t in item.task.enabled_tools)
-            if s in enabled and catalog.by_name().get(s) and catalog.get(s).image
+            for s in task_servers(item.task, enabled).connect
+            if catalog.by_name().get(s) and catalog.get(s).image
         ]
         model = next(m for m in run_body.models if m.name == item.model)
         job = render_job(
@@ -350,10 +350,8 @@ def reconcile(
 
 
 def _servers_for(tasks: list[Task], catalog: Catalog, enabled: set[str]) -> list[ServerSpec]:
-    names = dict.fromkeys(naming.server_of(t) for task in tasks for t in task.enabled_tools)
-    return [
-        catalog.get(n) for n in names if n in enabled and catalog.by_name().get(n) and catalog.get(n).image
-    ]
+    names = dict.fromkeys(n for task in tasks for n in task_servers(task, enabled).connect)
+    return [catalog.get(n) for n in names if catalog.by_name().get(n) and catalog.get(n).image]
 
 
 def _results_uri(body: RunSpecBody, run: str) -> str:

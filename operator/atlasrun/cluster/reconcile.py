@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from atlasrun.cluster.manifests import job_name
 from atlasrun.runspec.run import RunSpecBody
+from atlasrun.scoring.result import ErrorKind
 from atlasrun.tasks.model import Task
 
 Phase = Literal["Pending", "Running", "Succeeded", "Blocked", "Suspended"]
@@ -62,7 +63,8 @@ def work_items(run: str, body: RunSpecBody, tasks: list[Task]) -> list[WorkItem]
 
 
 def record_from_job(job: JobState, model: str) -> dict[str, Any] | None:
-    """The compact record of a finished Job (s=status p=passed c=coverage w=wall s m=model r=reason);
+    """The compact record of a finished Job (s=status p=passed c=coverage w=wall s m=model k=error kind
+    r=reason);
     None while it is still running."""
     if job.summary is not None and (job.succeeded or job.failed):
         summary = job.summary
@@ -72,6 +74,7 @@ def record_from_job(job: JobState, model: str) -> dict[str, Any] | None:
             "c": summary.get("coverage"),
             "w": summary.get("wall_s"),
             "m": model,
+            "k": summary.get("error_kind"),
             "r": _short(summary.get("reason")),
         }
     if job.failed:
@@ -81,6 +84,7 @@ def record_from_job(job: JobState, model: str) -> dict[str, Any] | None:
             "c": None,
             "w": None,
             "m": model,
+            "k": ErrorKind.JOB_FAILED.value,
             "r": _short(f"job failed: {job.failure_reason or 'no termination message'}"),
         }
     return None

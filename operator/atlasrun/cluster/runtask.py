@@ -64,8 +64,9 @@ from atlasrun.runner.engine import Engine, Item
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.redact import Redactor
 from atlasrun.runspec.run import RunSpec, TasksSource, load_run_spec
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import Catalog
+from atlasrun.servers.selection import task_servers
 
 EXIT_OK, EXIT_INPUT, EXIT_RETRY, EXIT_STORE = 0, 2, 3, 4
 TERMINATION_LIMIT = 4000  # bytes; Kubernetes keeps at most 4096 per container
@@ -219,7 +220,7 @@ def needed_servers(plan: Plan, task_id: str) -> list[str]:
     """The servers the engine will connect to for this task (its enabled tools' servers)."""
     for task in plan.tasks:
         if task.id == task_id:
-            return [n for n in task.surface_servers if n in plan.enabled_servers]
+            return task_servers(task, plan.enabled_servers).connect
     return []
 
 
@@ -274,7 +275,7 @@ async def execute(engine: Engine, item: Item, timeout_s: float, warn: Callable[[
 
 
 def exit_code(result: TaskResult) -> int:
-    if result.status != "error" or (result.reason or "").startswith("judge"):
+    if result.status != "error" or result.error_kind == ErrorKind.JUDGE:
         return EXIT_OK
     return EXIT_RETRY
 
@@ -285,6 +286,7 @@ def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]
         "model": result.model,
         "repeat": result.repeat,
         "status": result.status,
+        "error_kind": result.error_kind,
         "reason": result.reason,
         "coverage": result.coverage,
         "passed": result.passed,
@@ -298,9 +300,14 @@ def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]
     }
 
 
-def failure(inputs: Inputs, reason: str, code: int) -> dict[str, Any]:
+def failure(inputs: Inputs, kind: ErrorKind, reason: str, code: int) -> dict[str, Any]:
     result = TaskResult(
-        task_id=inputs.task_id, model=inputs.model, repeat=inputs.repeat, status="error", reason=reason
+        task_id=inputs.task_id,
+        model=inputs.model,
+        repeat=inputs.repeat,
+        status="error",
+        error_kind=kind,
+        reason=reason,
     )
     return summary(result, None, code)
 
@@ -407,16 +414,21 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
                 result = chosen
             stored = store.put_result(result)
     except InputError as exc:
-        return finish(failure(inputs, f"input: {exc}", EXIT_INPUT), EXIT_INPUT, f"error: {exc}")
+        return finish(
+            failure(inputs, ErrorKind.INPUT, f"input: {exc}", EXIT_INPUT), EXIT_INPUT, f"error: {exc}"
+        )
     except StoreError as exc:
         if result is None:
             return finish(
-                failure(inputs, f"storage: {exc}", EXIT_STORE), EXIT_STORE, f"error: storage: {exc}"
+                failure(inputs, ErrorKind.STORAGE, f"storage: {exc}", EXIT_STORE),
+                EXIT_STORE,
+                f"error: storage: {exc}",
             )
         # The work is done but not stored: keep its costs, claim no verdict.
         lost = result.model_copy(
             update={
                 "status": "error",
+                "error_kind": ErrorKind.STORAGE,
                 "coverage": None,
                 "passed": None,
                 "reason": f"storage: {result.status} result not stored: {exc}",
@@ -445,6 +457,7 @@ def main(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | No
             compact(
                 {
                     "status": "error",
+                    "error_kind": ErrorKind.INPUT,
                     "reason": f"input: {exc}",
                     "infra": False,
                     "result": None,

@@ -3,8 +3,8 @@
 Layout under ``s3://<bucket>/<prefix>/`` (the prefix ends with the run name, e.g.
 ``s3://bench/atlas/my-run/``), mirroring a local results directory:
 
-- ``tasks/<model>/<task>.r<N>.json``: the full per-task record (same slugs and same
-  bytes as ``scoring.store.ResultsDir``);
+- ``tasks/<model>/<task>.r<N>.json``: the full per-task record (same names, from
+  ``scoring.store.task_record_name``, and same bytes as ``scoring.store.ResultsDir``);
 - ``<name>``: run-level files written with ``write_json`` (``summary.json``, ...).
 
 Every request is retried with exponential backoff and jitter on throttling, 5xx and
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from atlasrun.errors import InputError
 from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.store import slug
+from atlasrun.scoring.store import task_record_name
 
 T = TypeVar("T")
 
@@ -213,7 +213,7 @@ class S3Results:
 
     @staticmethod
     def task_name(model: str, task_id: str, repeat: int) -> str:
-        return f"tasks/{slug(model)}/{slug(task_id)}.r{repeat}.json"
+        return task_record_name(model, task_id, repeat)
 
     def result_uri(self, result: TaskResult) -> str:
         return self.location.uri(self.task_name(result.model, result.task_id, result.repeat))
@@ -233,7 +233,7 @@ class S3Results:
         if data is None:
             return None
         try:
-            return TaskResult.model_validate_json(data)
+            return TaskResult.from_json(data, self.location.uri(name))
         except ValueError as exc:
             raise StoreError(f"{self.location.uri(name)} is not a task result: {exc}") from exc
 
@@ -244,7 +244,11 @@ class S3Results:
         def load(key: str) -> TaskResult | None:
             data = self._get_key(key)
             try:
-                return TaskResult.model_validate_json(data) if data is not None else None
+                return (
+                    TaskResult.from_json(data, f"s3://{self.location.bucket}/{key}")
+                    if data is not None
+                    else None
+                )
             except ValueError:
                 self.warn(f"s3: skipping s3://{self.location.bucket}/{key}: not a task result")
                 return None

@@ -19,6 +19,7 @@ from atlasrun.interop.mcp_atlas import (
     write_csv,
 )
 from atlasrun.runner.local import write_summary
+from atlasrun.runner.record import RUN_FILE, ImportInfo, RunRecord
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.tasks.loader import load_tasks
 
@@ -57,22 +58,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     for result in imported.results:
         store.append(result)
     judge = next((r.judge for r in imported.results if r.judge), None)
-    record: dict[str, Any] = {
-        "atlasrun_version": __version__,
-        "imported_from": str(results_path.resolve()),
-        "tasks": str(Path(args.tasks).resolve()) if args.tasks else None,
-        "scores": [str(Path(p).resolve()) for p in args.scores or []],
-        "model": args.model,
-        "pass_threshold": args.threshold,
-        "judge": judge.model_dump() if judge else None,
-    }
-    store.write_json("run.json", record)
+    record = RunRecord(
+        atlasrun_version=__version__,
+        judge=judge,
+        imported=ImportInfo(
+            imported_from=str(results_path.resolve()),
+            tasks=str(Path(args.tasks).resolve()) if args.tasks else None,
+            scores=[str(Path(p).resolve()) for p in args.scores or []],
+            model=args.model,
+            pass_threshold=args.threshold,
+        ),
+    )
+    store.write_record(RUN_FILE, record)
     summary = write_summary(
         store,
         out.name,
         [judge] if judge else [],
         args.threshold,
-        extra={"rejected_rows": [str(r) for r in imported.rejected]},
+        rejected_rows=[str(r) for r in imported.rejected],
     )
     for rejection in imported.rejected:
         print(f"rejected: {rejection}", file=sys.stderr)

@@ -25,13 +25,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from atlasrun import __version__
 from atlasrun.errors import InputError
 from atlasrun.runner.engine import Engine, Item
 from atlasrun.runner.local import write_summary
 from atlasrun.runner.plan import Plan
+from atlasrun.runner.record import RUN_FILE, RescoreInfo, RunRecord, read_record
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.store import ResultsDir, slug
+from atlasrun.scoring.summary import SUMMARY_FILE, RunSummary
 from atlasrun.servers.catalog import load_catalog
 
 RECORD = "rescore.json"
@@ -54,7 +57,8 @@ def rescore_spec(
     source: Path, judges: list[JudgeSpec], threshold: float | None, models: list[str]
 ) -> RunSpec:
     """The source run's spec (limits, models) with the new judges; a minimal spec when it has none."""
-    data = _read_json(source / "run.json").get("spec")
+    run_record = read_record(source / RUN_FILE, RunRecord)
+    data = run_record.spec if run_record else None
     try:
         RunSpec.model_validate(data)
     except ValidationError:
@@ -98,6 +102,7 @@ async def _rescore(engine: Engine, source: ResultsDir, todo: list[TaskResult]) -
                 result = full.model_copy(
                     update={
                         "status": "error",
+                        "error_kind": ErrorKind.INPUT,
                         "coverage": None,
                         "passed": None,
                         "reason": "rescore: the per-task record has no task (claims)",
@@ -140,18 +145,19 @@ def rescore(
     done = store.load()
     todo = [line for key, line in sorted(latest.items()) if key not in done or done[key].status == "error"]
     asyncio.run(_rescore(engine, source, todo))
-    run_record = _read_json(source_dir / "run.json")
-    run_record.update(
-        spec=spec.model_dump(mode="json", by_alias=True), judge=engine.judge.info.model_dump(), rescore=record
-    )
-    store.write_json("run.json", run_record)
-    old = _read_json(source_dir / "summary.json")
+    run_record = read_record(source_dir / RUN_FILE, RunRecord) or RunRecord(atlasrun_version=__version__)
+    run_record.spec = spec.model_dump(mode="json", by_alias=True)
+    run_record.judge = engine.judge.info
+    run_record.rescore = RescoreInfo.model_validate(record)
+    store.write_record(RUN_FILE, run_record)
+    old = read_record(source_dir / SUMMARY_FILE, RunSummary)
     summary = write_summary(
         store,
-        str(old.get("run") or source_dir.name),
+        old.run if old else source_dir.name,
         [j.info for j in engine.judges],
         spec.spec.pass_threshold,
-        extra={"rejected_rows": old.get("rejected_rows", []), "rescored_from": str(source_dir.resolve())},
+        rejected_rows=old.rejected_rows if old else [],
+        rescored_from=str(source_dir.resolve()),
     )
     return target, summary, len(latest) - len(todo)
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from atlasrun.diagnostics import taxonomy
 from atlasrun.diagnostics.signals import Signal
 from atlasrun.judge.base import JudgeInfo
+from atlasrun.scoring.records import VersionedRecord
 
 DETERMINISTIC = "deterministic"  # the offline diagnoser's name (``atlas diagnose --judge deterministic``)
 Status = Literal["diagnosed", "failed"]
@@ -27,8 +28,10 @@ class Failure(BaseModel):
         return value
 
 
-class Diagnosis(BaseModel):
+class Diagnosis(VersionedRecord):
     """One line of ``diagnoses.jsonl``: why (model, task, repeat) failed, and who said so."""
+
+    RECORD = "diagnosis"
 
     model: str
     task_id: str

@@ -41,7 +41,7 @@ from atlasrun.agent.litellm_agent import last_text, parse_arguments
 from atlasrun.agent.transcript import CallRecord, Transcript
 from atlasrun.judge.base import LABEL_SCORES, ClaimVerdict, JudgeInfo, Label
 from atlasrun.scoring.claims import REPORTED_THRESHOLDS, score_claims
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.tasks.fields import tool_text
 from atlasrun.tasks.loader import Rejection, read_rows
 from atlasrun.tasks.model import Task
@@ -185,10 +185,12 @@ def _score(
             score = score_claims(verdicts, threshold)
             result.claims, result.judge = verdicts, judge
             if score.judge_failures:
+                result.error_kind = ErrorKind.JUDGE
                 result.reason = (
                     f"judge failed on {score.judge_failures}/{len(verdicts)} claims (MCP-Atlas scorer)"
                 )
                 return
+            result.error_kind = None
             result.status, result.coverage, result.passed, result.passed_at = (
                 "scored",
                 score.coverage,
@@ -207,7 +209,7 @@ def _score(
             if not 0.0 <= coverage <= 1.0:
                 raise RowError(column, f"coverage {coverage} is not between 0 and 1")
             thresholds = sorted({*REPORTED_THRESHOLDS, threshold})
-            result.status, result.coverage, result.judge = "scored", coverage, judge
+            result.status, result.error_kind, result.coverage, result.judge = "scored", None, coverage, judge
             result.passed = coverage >= threshold - 1e-9
             result.passed_at = {f"{t:g}": coverage >= t - 1e-9 for t in thresholds}
             return
@@ -227,6 +229,7 @@ def _row_result(
         model=model,
         repeat=repeat,
         status="error",
+        error_kind=ErrorKind.UNJUDGED,
         reason=NOT_JUDGED,
         domain=task.domain,
         category=task.category,
@@ -236,7 +239,7 @@ def _row_result(
     conversation_column, conversation = _value(row, CONVERSATION)
     response = _value(row, RESPONSE)[1]
     if conversation is None and response is None:
-        result.reason = NO_OUTPUT
+        result.error_kind, result.reason = ErrorKind.PROVIDER, NO_OUTPUT
         return result
     messages = _json(conversation_column, conversation) if conversation is not None else []
     if not isinstance(messages, list):

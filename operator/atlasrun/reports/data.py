@@ -26,6 +26,7 @@ from atlasrun.diagnostics.signals import (
 from atlasrun.diagnostics.store import SUMMARY_FILE, DiagnosesLog
 from atlasrun.diagnostics.taxonomy import UNCLASSIFIED
 from atlasrun.judge.base import JudgeInfo
+from atlasrun.runner.record import RUN_FILE, RunRecord, read_record
 from atlasrun.scoring.agreement import (
     JudgeAgreement,
     JudgeRates,
@@ -44,7 +45,8 @@ from atlasrun.scoring.stats import (
     repeat_stats,
 )
 from atlasrun.scoring.store import ResultsDir
-from atlasrun.scoring.summary import summarize
+from atlasrun.scoring.summary import SUMMARY_FILE as RUN_SUMMARY_FILE
+from atlasrun.scoring.summary import RunSummary, summarize
 from atlasrun.scoring.tool_metrics import (
     ModelToolMetrics,
     TaskToolMetrics,
@@ -179,31 +181,33 @@ def _judges(results: list[TaskResult]) -> list[tuple[str, JudgeInfo]]:
 
 
 def _header(out: Path, results: list[TaskResult]) -> RunHeader:
-    run, summary = _read_json(out / "run.json"), _read_json(out / "summary.json")
-    spec = _dict(run.get("spec"))
+    run = read_record(out / RUN_FILE, RunRecord)
+    summary = read_record(out / RUN_SUMMARY_FILE, RunSummary)
+    spec = _dict(run.spec if run else None)
     body, meta = _dict(spec.get("spec")), _dict(spec.get("metadata"))
-    threshold = summary.get("pass_threshold", body.get("passThreshold", 0.75))
-    started = run.get("started")
+    threshold = summary.pass_threshold if summary else body.get("passThreshold", 0.75)
+    started = run.started if run else None
     if not started and (out / "results.jsonl").exists():
         mtime = (out / "results.jsonl").stat().st_mtime
         started = dt.datetime.fromtimestamp(mtime, dt.UTC).isoformat(timespec="seconds")
     return RunHeader(
-        name=str(summary.get("run") or meta.get("name") or out.resolve().name),
+        name=str((summary.run if summary else None) or meta.get("name") or out.resolve().name),
         out_dir=str(out.resolve()),
         started=str(started) if started else None,
         generated=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         threshold=float(threshold) if isinstance(threshold, (int, float)) else 0.75,
         judges=_judges(results),
-        version=run.get("atlasrun_version"),
+        version=run.atlasrun_version if run else None,
         repeats=max((r.repeat for r in results), default=0) + 1,
-        data_dir=run.get("data_dir"),
-        servers=[str(s) for s in run.get("servers") or []],
+        data_dir=run.data_dir if run else None,
+        servers=run.servers if run else [],
     )
 
 
 def _order(results: list[TaskResult], out: Path) -> list[str]:
     """Models in the run file's order, then any others by name."""
-    body = _dict(_dict(_read_json(out / "run.json").get("spec")).get("spec"))
+    run = read_record(out / RUN_FILE, RunRecord)
+    body = _dict(_dict(run.spec if run else None).get("spec"))
     listed = [m.get("name") for m in body.get("models") or [] if isinstance(m, dict)]
     present = {r.model for r in results}
     return [m for m in listed if m in present] + sorted(present - set(listed))

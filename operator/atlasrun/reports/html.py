@@ -140,11 +140,18 @@ def _model_table(models: list[ModelRow]) -> str:
 def _reasons(models: list[ModelRow]) -> str:
     items = []
     for m in models:
-        for kind, key in (("excluded", "excluded_reasons"), ("errored", "error_reasons")):
-            for reason, count in sorted(m.totals[key].items(), key=lambda kv: -kv[1]):
+        for status, by_kind, reasons in (
+            ("excluded", "excluded_by_kind", "excluded_reasons"),
+            ("errored", "errors_by_kind", "error_reasons"),
+        ):
+            for error_kind, count in sorted(m.totals[by_kind].items(), key=lambda kv: -kv[1]):
                 items.append(
-                    f'<li><b>{esc(m.model)}</b> <span class="badge b-{"excluded" if kind == "excluded" else "error"}">'
-                    f"{kind}</span> ×{count}: {esc(reason or '(no reason)')}</li>"
+                    f'<li><b>{esc(m.model)}</b> <span class="badge b-{"excluded" if status == "excluded" else "error"}">'
+                    f"{status}</span> <b>{esc(error_kind)}</b> ×{count}</li>"
+                )
+            for reason, count in sorted(m.totals[reasons].items(), key=lambda kv: -kv[1]):
+                items.append(
+                    f'<li class="muted">{esc(m.model)} ×{count}: {esc(reason or "(no reason)")}</li>'
                 )
     if not items:
         return '<p class="muted">No task was excluded or errored.</p>'

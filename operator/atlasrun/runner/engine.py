@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from atlasrun import naming
 from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import PROVIDER_NOTE, LiteLLMAgent
 from atlasrun.agent.replay import ReplayAgent
@@ -29,10 +28,11 @@ from atlasrun.runner.plan import Plan
 from atlasrun.runner.redact import Redactor
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec
 from atlasrun.scoring.claims import judge_task
-from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerStartError
 from atlasrun.servers.manager import ServerManager
+from atlasrun.servers.selection import task_servers
 from atlasrun.servers.surface import ToolSurface
 from atlasrun.tasks.model import Task
 
@@ -116,6 +116,7 @@ class Engine:
                 model=m.name,
                 repeat=r,
                 status="excluded",
+                error_kind=ErrorKind.SERVER_NOT_ENABLED,
                 reason=e.reason,
                 domain=e.task.domain,
                 category=e.task.category,
@@ -140,7 +141,9 @@ class Engine:
                 async with model_prep[item.model.name], prep_slots:
                     result = await self._run_item(item, model_run[item.model.name], run_slots)
             except Exception as exc:
-                result = self._base(item, status="error", reason=f"harness error: {exc!r}")
+                result = self._base(
+                    item, status="error", error_kind=ErrorKind.HARNESS, reason=f"harness error: {exc!r}"
+                )
             await self._record(result)
 
         try:
@@ -170,22 +173,18 @@ class Engine:
         self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore
     ) -> TaskResult:
         previous = item.previous
-        if (
-            previous is not None
-            and previous.status == "error"
-            and (previous.reason or "").startswith("judge")
-        ):
+        if previous is not None and previous.error_kind in (ErrorKind.JUDGE, ErrorKind.UNJUDGED):
             transcript = self.store.load_transcript(previous)
             if transcript is not None:  # only the judge failed: rejudge the saved transcript
                 return await self.score_transcript(item, transcript)
         limits = self.body.limits.for_task(item.task.limits)
-        dropped = set(self.plan.dropped_tools.get(item.task.id, []))
+        needs = task_servers(item.task, self.plan.enabled_servers)
+        dropped = needs.hidden_tools
         enabled = [t for t in item.task.enabled_tools if t not in dropped]
-        servers = list(dict.fromkeys(naming.server_of(t) for t in enabled))
         try:
-            instances = await self.manager.acquire(servers)
+            instances = await self.manager.acquire(needs.connect)
         except ServerStartError as exc:
-            return self._base(item, status="error", reason=f"infra: {exc}")
+            return self._base(item, status="error", error_kind=ErrorKind.SERVER_START, reason=f"infra: {exc}")
         try:
             surface = ToolSurface(
                 enabled,
@@ -200,6 +199,7 @@ class Engine:
                 return self._base(
                     item,
                     status="excluded",
+                    error_kind=ErrorKind.SERVER_DRIFT,
                     reason=f"server drift: reference tool(s) not offered: {', '.join(sorted(set(drift)))}",
                 )
             async with model_slot, run_slot:
@@ -220,43 +220,55 @@ class Engine:
 
     async def score_transcript(self, item: Item, transcript: Transcript) -> TaskResult:
         """Judge a finished transcript (also used by ``atlas rescore``): the one path to a score."""
-        result = self._base(
-            item,
-            transcript=transcript,
-            tool_calls=len(transcript.calls),
-            tool_errors=sum(1 for c in transcript.calls if c.is_error),
-            turns=transcript.turns,
-            stop_reason=transcript.stop_reason,
-            wall_s=transcript.wall_s,
-            model_s=transcript.model_s,
-            tool_s=transcript.tool_s,
-            prompt_tokens=transcript.prompt_tokens,
-            completion_tokens=transcript.completion_tokens,
-            cost_usd=transcript.cost_usd,
-            infra_errors=transcript.infra_errors,
-            status="error",
-        )
+        measured = {
+            "transcript": transcript,
+            "tool_calls": len(transcript.calls),
+            "tool_errors": sum(1 for c in transcript.calls if c.is_error),
+            "turns": transcript.turns,
+            "stop_reason": transcript.stop_reason,
+            "wall_s": transcript.wall_s,
+            "model_s": transcript.model_s,
+            "tool_s": transcript.tool_s,
+            "prompt_tokens": transcript.prompt_tokens,
+            "completion_tokens": transcript.completion_tokens,
+            "cost_usd": transcript.cost_usd,
+            "infra_errors": transcript.infra_errors,
+        }
         if transcript.infra_errors:
-            result.reason = f"infra: {transcript.infra_errors[0]}"
-            return result
+            return self._base(
+                item,
+                status="error",
+                error_kind=ErrorKind.SERVER_TRANSPORT,
+                reason=f"infra: {transcript.infra_errors[0]}",
+                **measured,
+            )
         if transcript.stop_reason == "provider_error":
             note = next((n for n in transcript.notes if n.startswith(PROVIDER_NOTE)), PROVIDER_NOTE)
-            result.reason = f"provider: {note}"
-            return result
+            return self._base(
+                item, status="error", error_kind=ErrorKind.PROVIDER, reason=f"provider: {note}", **measured
+            )
         primary, *others = await judge_task(
             self.judges, item.task.claims, transcript.final_answer, self.body.pass_threshold
         )
-        result.claims, result.judge, result.secondary = primary.claims, primary.judge, others
+        verdicts = {"claims": primary.claims, "judge": primary.judge, "secondary": others}
         if primary.judge_failures:
-            result.reason = f"judge failed on {primary.judge_failures}/{len(primary.claims)} claims"
-            return result
-        result.status, result.coverage, result.passed, result.passed_at = (
-            "scored",
-            primary.coverage,
-            primary.passed,
-            primary.passed_at,
+            return self._base(
+                item,
+                status="error",
+                error_kind=ErrorKind.JUDGE,
+                reason=f"judge failed on {primary.judge_failures}/{len(primary.claims)} claims",
+                **verdicts,
+                **measured,
+            )
+        return self._base(
+            item,
+            status="scored",
+            coverage=primary.coverage,
+            passed=primary.passed,
+            passed_at=primary.passed_at,
+            **verdicts,
+            **measured,
         )
-        return result
 
 
 def default_data_dir(out: Path) -> Path:

@@ -14,11 +14,12 @@ from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.progress import Progress
+from atlasrun.runner.record import RUN_FILE, RunRecord
 from atlasrun.runspec.run import RunSpec
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
 from atlasrun.scoring.store import ResultsDir
-from atlasrun.scoring.summary import summarize
+from atlasrun.scoring.summary import SUMMARY_FILE, ExcludedTask, Interval, RunSummary, summarize_models
 
 
 @dataclass
@@ -47,7 +48,7 @@ def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: 
     store = engine.store
     finished = store.load()
     items = engine.items(finished)
-    store.write_json("run.json", _run_record(spec, plan, data_dir, engine))
+    store.write_record(RUN_FILE, _run_record(spec, plan, data_dir, engine))
     for result in engine.excluded_results():
         if finished.get(result.key) != result:
             store.append(result)
@@ -69,10 +70,8 @@ def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: 
         spec.spec.pass_threshold,
         results=results,
         models=[m.name for m in spec.spec.models],
-        extra={
-            "rejected_rows": [str(r) for r in plan.rejected],
-            "excluded_tasks": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded],
-        },
+        rejected_rows=[str(r) for r in plan.rejected],
+        excluded_tasks=[ExcludedTask(task=e.task.id, reason=e.reason) for e in plan.excluded],
     )
     planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
     return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
@@ -86,51 +85,61 @@ def write_summary(
     *,
     results: list[TaskResult] | None = None,
     models: list[str] | None = None,
-    extra: dict[str, Any] | None = None,
+    rejected_rows: list[str] | None = None,
+    excluded_tasks: list[ExcludedTask] | None = None,
+    rescored_from: str | None = None,
 ) -> dict[str, Any]:
-    """summary.json: per-model totals with 95% bootstrap CIs (MCP-Atlas C.1), from the newest records."""
+    """summary.json: per-model totals with 95% bootstrap CIs (MCP-Atlas C.1), from the newest records.
+    Returns it as plain data (the printed table reads that)."""
     if results is None:
         latest = store.load()
         results = [latest[k] for k in sorted(latest)]
-    table = summarize(results, models)
+    table = summarize_models(results, models)
     grouped = by_model(results)
     for name, row in table.items():
-        for key, estimate in (
+        for field, estimate in (
             ("pass_rate_ci", pass_rate_ci(grouped.get(name, []))),
             ("mean_coverage_ci", coverage_ci(grouped.get(name, []))),
         ):
-            row[key] = estimate.model_dump(include={"low", "high", "half_width"}) if estimate else None
-    summary: dict[str, Any] = {
-        "run": run,
-        "judge": judges[0].model_dump() if judges else None,
-        "judges": [j.model_dump() for j in judges],
-        "pass_threshold": threshold,
-        "models": table,
-        "rejected_rows": [],
-        "excluded_tasks": list(
+            if estimate:
+                setattr(
+                    row, field, Interval(low=estimate.low, high=estimate.high, half_width=estimate.half_width)
+                )
+    if excluded_tasks is None:
+        excluded_tasks = list(
             {
-                r.task_id: {"task": r.task_id, "reason": r.reason} for r in results if r.status == "excluded"
+                r.task_id: ExcludedTask(task=r.task_id, reason=r.reason)
+                for r in results
+                if r.status == "excluded"
             }.values()
-        ),
-    }
-    summary.update(extra or {})
-    store.write_json("summary.json", summary)
-    return summary
+        )
+    summary = RunSummary(
+        run=run,
+        judge=judges[0] if judges else None,
+        judges=list(judges),
+        pass_threshold=threshold,
+        models=table,
+        rejected_rows=rejected_rows or [],
+        excluded_tasks=excluded_tasks,
+        rescored_from=rescored_from,
+    )
+    store.write_record(SUMMARY_FILE, summary)
+    return summary.model_dump(mode="json")
 
 
-def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> dict[str, Any]:
-    return {
-        "atlasrun_version": __version__,
-        "started": dt.datetime.now(dt.UTC).isoformat(),
-        "spec": spec.model_dump(mode="json", by_alias=True),
-        "data_dir": str(data_dir),
-        "judge": engine.judge.info.model_dump(),
-        "servers": plan.enabled_servers,
-        "tasks": len(plan.tasks),
-        "excluded": [{"task": e.task.id, "reason": e.reason} for e in plan.excluded],
-        "rejected": [str(r) for r in plan.rejected],
-        "hidden_tools": plan.dropped_tools,
-    }
+def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> RunRecord:
+    return RunRecord(
+        atlasrun_version=__version__,
+        started=dt.datetime.now(dt.UTC).isoformat(),
+        spec=spec.model_dump(mode="json", by_alias=True),
+        data_dir=str(data_dir),
+        judge=engine.judge.info,
+        servers=plan.enabled_servers,
+        tasks=len(plan.tasks),
+        excluded=[ExcludedTask(task=e.task.id, reason=e.reason) for e in plan.excluded],
+        rejected=[str(r) for r in plan.rejected],
+        hidden_tools=plan.dropped_tools,
+    )
 
 
 def format_table(summary: dict[str, Any]) -> str:

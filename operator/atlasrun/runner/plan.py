@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atlasrun import naming
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpec
 from atlasrun.servers.catalog import Catalog, load_catalog
+from atlasrun.servers.selection import enabled_servers, task_servers
 from atlasrun.tasks.loader import Rejection, load_tasks
 from atlasrun.tasks.model import Task
 
@@ -54,7 +54,7 @@ def tasks_path(spec: RunSpec) -> Path:
 def plan_run(spec: RunSpec) -> Plan:
     catalog = build_catalog(spec)
     names = set(catalog.by_name())
-    enabled = spec.spec.servers.enabled if spec.spec.servers.enabled is not None else sorted(names)
+    enabled = enabled_servers(spec.spec.servers.enabled, names)
     unknown = [n for n in enabled if n not in names]
     if unknown:
         raise InputError(
@@ -71,12 +71,11 @@ def plan_run(spec: RunSpec) -> Plan:
         tasks = tasks[: spec.spec.tasks.limit]
     on = set(enabled)
     for task in tasks:
-        missing = [s for s in task.required_servers if s not in on]
-        if missing:
-            plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {', '.join(missing)}"))
+        needs = task_servers(task, on)
+        if needs.missing:
+            plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {', '.join(needs.missing)}"))
             continue
-        dropped = [t for t in task.enabled_tools if naming.server_of(t) not in on]
-        if dropped:
-            plan.dropped_tools[task.id] = dropped
+        if needs.hidden_tools:
+            plan.dropped_tools[task.id] = needs.hidden_tools
         plan.tasks.append(task)
     return plan

@@ -73,7 +73,11 @@ class JudgeSpec(_Spec):
 
 class ServersSpec(_Spec):
     catalog: str | None = None  # extra catalog file (relative to the run file)
-    enabled: list[str] | None = None  # default: every catalog server
+    enabled: list[str] | None = Field(
+        default=None,
+        description="Servers this run may start. Omitted: every catalog server; an empty list: none "
+        "(tasks that need a server are excluded). The same in local and cluster runs.",
+    )
     inline: list[ServerSpec] = Field(default_factory=list)
 
 

@@ -2,23 +2,67 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field, model_validator
 
 from atlasrun.agent.transcript import Transcript
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.scoring.claims import Judgement
+from atlasrun.scoring.records import VersionedRecord
 from atlasrun.tasks.model import Task
 
 Status = Literal["scored", "excluded", "error"]
 
 
-class TaskResult(BaseModel):
+class ErrorKind(StrEnum):
+    """Why a result is ``error`` or ``excluded``: what metrics, summaries and reports count by.
+
+    ``reason`` is the human-readable detail; nothing parses it.
+    """
+
+    PROVIDER = "provider"  # the model's provider failed (after its retries)
+    PROVIDER_TIMEOUT = "provider_timeout"  # the provider did not answer in time
+    SERVER_START = "server_start"  # an MCP server did not start
+    SERVER_TRANSPORT = "server_transport"  # an MCP server crashed or its connection failed mid-task
+    TOOL_TIMEOUT = "tool_timeout"  # a tool call timed out as an infrastructure fault
+    JUDGE = "judge"  # the judge failed on some claims (the transcript is kept and rejudged)
+    UNJUDGED = "unjudged"  # imported without scores: rescore it
+    STORAGE = "storage"  # the result could not be stored
+    BUDGET = "budget"  # a run budget (cost, tokens) was spent
+    INPUT = "input"  # bad input: task, run file, catalog
+    SERVER_NOT_ENABLED = "server_not_enabled"  # excluded: the task needs servers the run does not enable
+    SERVER_DRIFT = "server_drift"  # excluded: the servers no longer offer a reference tool
+    JOB_FAILED = "job_failed"  # cluster mode: the Job failed without a result
+    HARNESS = "harness"  # a bug in AtlasRun itself
+    OTHER = "other"
+
+
+# Version 1 records had only ``reason``; these prefixes were how kinds were told apart then.
+# Used by ``TaskResult.upgrade_v1`` alone: new records carry ``error_kind``.
+_V1_REASON_PREFIXES = (
+    ("provider:", ErrorKind.PROVIDER),
+    ("infra:", ErrorKind.SERVER_TRANSPORT),
+    ("judge failed", ErrorKind.JUDGE),
+    ("not yet judged", ErrorKind.UNJUDGED),
+    ("storage:", ErrorKind.STORAGE),
+    ("input:", ErrorKind.INPUT),
+    ("rescore:", ErrorKind.INPUT),
+    ("needs server(s) not enabled", ErrorKind.SERVER_NOT_ENABLED),
+    ("server drift:", ErrorKind.SERVER_DRIFT),
+    ("job failed:", ErrorKind.JOB_FAILED),
+    ("harness error:", ErrorKind.HARNESS),
+)
+
+
+class TaskResult(VersionedRecord):
+    RECORD = "task result"
     task_id: str
     model: str
     repeat: int = 0
     status: Status
+    error_kind: ErrorKind | None = None  # set exactly when status is "error" or "excluded"
     reason: str | None = None
     coverage: float | None = None
     passed: bool | None = None
@@ -44,6 +88,23 @@ class TaskResult(BaseModel):
     # Only in the per-task JSON file, not in results.jsonl: the task as run, and what the agent did.
     task: Task | None = None
     transcript: Transcript | None = None
+
+    @model_validator(mode="after")
+    def _kind_matches_status(self) -> TaskResult:
+        if (self.status == "scored") != (self.error_kind is None):
+            raise ValueError(
+                f"a {self.status} result {'has no' if self.status == 'scored' else 'needs an'} error_kind"
+            )
+        return self
+
+    @classmethod
+    def upgrade_v1(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Version 1 -> 2: the error kind, read from the reason text (the one place it is parsed)."""
+        if data.get("status") in ("error", "excluded") and not data.get("error_kind"):
+            reason = str(data.get("reason") or "").lower()
+            kinds = [kind for prefix, kind in _V1_REASON_PREFIXES if reason.startswith(prefix)]
+            data["error_kind"] = kinds[0] if kinds else ErrorKind.OTHER
+        return data
 
     @property
     def key(self) -> tuple[str, str, int]:

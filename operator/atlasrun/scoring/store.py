@@ -8,6 +8,7 @@ line per key wins: ``scored`` and ``excluded`` are kept, ``error`` is redone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,24 +16,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
 from atlasrun.agent.transcript import Transcript
+from atlasrun.scoring.records import M, VersionedRecord
 from atlasrun.scoring.result import TaskResult
 
-M = TypeVar("M", bound=BaseModel)
 K = TypeVar("K")
+
+TAIL_CHUNK = 64 * 1024  # bytes read per step when looking back for the last line's start
 
 
 def load_latest(path: Path, model: type[M], key: Callable[[M], K]) -> dict[K, M]:
-    """An append-only JSONL log read as the newest record per key; unreadable (torn) lines are skipped."""
+    """An append-only JSONL log read as the newest record per key.
+
+    Unreadable (torn) lines are skipped; a line of an unknown schema version raises
+    ``RecordVersionError`` naming the file and line.
+    """
     latest: dict[K, M] = {}
     if not path.exists():
         return latest
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, 1):
             try:
-                record = model.model_validate_json(line)
+                record = model.from_json(line, f"{path} line {number}")
             except ValueError:
                 continue
             latest[key(record)] = record
@@ -40,21 +45,73 @@ def load_latest(path: Path, model: type[M], key: Callable[[M], K]) -> dict[K, M]
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append one record durably; a torn last line (a kill mid-write) is cut first, so it stays the
-    only casualty."""
-    if path.exists():
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with path.open("r+b") as fh:
-                fh.truncate(data.rfind(b"\n") + 1)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(line.rstrip("\n") + "\n")
+    """Append one record durably.
+
+    A last line without its newline is kept (newline added) when it parses as a JSON object, and
+    cut only when it does not (a write torn by a kill), so a torn line is the only casualty. Only
+    the tail is read, never the whole file.
+    """
+    with path.open("a+b") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        if end:
+            fh.seek(end - 1)
+            if fh.read(1) != b"\n":
+                start, tail = _last_line(fh, end)
+                if _is_record(tail):
+                    fh.write(b"\n")
+                else:
+                    fh.truncate(start)
+        fh.write(line.rstrip("\n").encode("utf-8") + b"\n")
         fh.flush()
         os.fsync(fh.fileno())
 
 
+def _last_line(fh: Any, end: int) -> tuple[int, bytes]:
+    """(offset, bytes) of the last line of a file that does not end in a newline."""
+    tail = b""
+    pos = end
+    while pos > 0:
+        step = min(TAIL_CHUNK, pos)
+        pos -= step
+        fh.seek(pos)
+        tail = fh.read(step) + tail
+        cut = tail.rfind(b"\n")
+        if cut >= 0:
+            return pos + cut + 1, tail[cut + 1 :]
+    return 0, tail
+
+
+def _is_record(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data), dict)
+    except ValueError:
+        return False
+
+
 def slug(text: str) -> str:
+    """A readable, path-safe rendering of ``text``; NOT unique (see ``record_key``)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+
+
+SLUG_MAX = 80  # characters of the readable part; the hash keeps longer ids unique
+
+
+def record_key(text: str) -> str:
+    """The file or object name part for an exact id (task id, model name): a readable slug plus a
+    short hash of the exact text, so distinct ids never share a name (``日本`` / ``中国``,
+    ``a/b`` / ``a_b``) and any id fits a file-name limit. Local files and S3 keys both use it."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return f"{slug(text)[:SLUG_MAX]}-{digest}"
+
+
+def task_record_name(model: str, task_id: str, repeat: int) -> str:
+    """``tasks/<model>/<task>.r<N>.json``, relative to a results directory or S3 prefix."""
+    return f"tasks/{record_key(model)}/{record_key(task_id)}.r{repeat}.json"
+
+
+def _v1_task_record_name(model: str, task_id: str, repeat: int) -> str:
+    """Where version-1 results directories kept the per-task JSON (slugs only, could collide)."""
+    return f"tasks/{slug(model)}/{slug(task_id)}.r{repeat}.json"
 
 
 class ResultsDir:
@@ -64,18 +121,29 @@ class ResultsDir:
         self.redact = redact
 
     def task_path(self, result: TaskResult) -> Path:
-        return self.root / "tasks" / slug(result.model) / f"{slug(result.task_id)}.r{result.repeat}.json"
+        return self.root / task_record_name(result.model, result.task_id, result.repeat)
 
     def load(self) -> dict[tuple[str, str, int], TaskResult]:
         """Newest line per key; a torn last line (killed mid-write) is ignored."""
         return load_latest(self.jsonl, TaskResult, lambda r: r.key)
 
     def load_full(self, result: TaskResult) -> TaskResult | None:
-        """The per-task record with task and transcript (None if missing or unreadable)."""
-        try:
-            return TaskResult.model_validate_json(self.task_path(result).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        """The per-task record with task and transcript (None if missing or unreadable).
+
+        A results directory written before keys were hashed is read at its old path, and the
+        record is used only if it is really this key's (old names could collide).
+        """
+        for path in (
+            self.task_path(result),
+            self.root / _v1_task_record_name(result.model, result.task_id, result.repeat),
+        ):
+            try:
+                full = TaskResult.from_json(path.read_bytes(), str(path))
+            except (OSError, ValueError):
+                continue
+            if full.key == result.key:
+                return full
+        return None
 
     def load_transcript(self, result: TaskResult) -> Transcript | None:
         full = self.load_full(result)
@@ -86,6 +154,12 @@ class ResultsDir:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, self.redact(result.model_dump_json(indent=1)))
         append_line(self.jsonl, self.redact(result.model_dump_json(exclude={"task", "transcript"})))
+
+    def write_record(self, name: str, record: VersionedRecord) -> Path:
+        """A run-level record (``run.json``, ``summary.json``), written atomically."""
+        path = self.root / name
+        atomic_write(path, self.redact(record.model_dump_json(indent=2)))
+        return path
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.root / name

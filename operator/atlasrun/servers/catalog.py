@@ -39,8 +39,6 @@ class Package(BaseModel):
     version: str
     # Extra pip requirements installed in the server's own venv (e.g. "mcp<2").
     extra: list[str] = Field(default_factory=list)
-    # Console script / bin name; defaults to the package name.
-    bin: str | None = None
 
 
 class Egress(BaseModel):

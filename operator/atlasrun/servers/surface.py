@@ -53,10 +53,6 @@ class ToolSurface:
             else:
                 self.missing.append(qualified)
 
-    @property
-    def tool_names(self) -> list[str]:
-        return list(self._tools)
-
     def input_schema(self, qualified: str) -> dict[str, Any] | None:
         tool = self._tools.get(qualified)
         return dict(tool.input_schema) if tool is not None else None

@@ -72,14 +72,6 @@ class Task(BaseModel):
         return list(seen)
 
     @property
-    def surface_servers(self) -> list[str]:
-        """Servers behind any enabled tool (targets and distractors)."""
-        seen: dict[str, None] = {}
-        for tool in self.enabled_tools:
-            seen.setdefault(naming.server_of(tool))
-        return list(seen)
-
-    @property
     def category(self) -> str:
         """MCP-AgentBench interaction category, e.g. ``multi_server/sequential``."""
         family: Family = "multi_server" if len(self.required_servers) > 1 else "single_server"

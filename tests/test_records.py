@@ -1,0 +1,263 @@
+"""The persisted records: versioned, typed error kinds, collision-free per-task names, safe appends,
+and one meaning of ``servers.enabled``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from atlasrun.cluster.images import servers_used
+from atlasrun.cluster.metrics import Metrics, task_finished
+from atlasrun.cluster.reconcile import JobState, record_from_job
+from atlasrun.diagnostics.model import Diagnosis
+from atlasrun.diagnostics.store import DiagnosesLog
+from atlasrun.judge.base import JudgeInfo
+from atlasrun.runner.local import run_local
+from atlasrun.runner.record import RUN_FILE, ImportInfo, RunRecord, read_record
+from atlasrun.runspec.run import RunSpecBody, load_run_spec
+from atlasrun.scoring.records import CURRENT_VERSION, RecordVersionError
+from atlasrun.scoring.result import ErrorKind, TaskResult
+from atlasrun.scoring.store import ResultsDir, append_line, record_key, task_record_name
+from atlasrun.scoring.summary import SUMMARY_FILE, ModelSummary, RunSummary
+from atlasrun.servers.catalog import load_catalog
+from atlasrun.servers.selection import enabled_servers, task_servers
+from atlasrun.tasks.model import Task
+from conftest import SUM_TASK, write_run, write_tasks
+
+JUDGE = JudgeInfo(name="deterministic", kind="deterministic", version="1")
+
+
+def scored(task_id: str = "t", model: str = "m", repeat: int = 0) -> TaskResult:
+    return TaskResult(
+        task_id=task_id, model=model, repeat=repeat, status="scored", coverage=1.0, passed=True, judge=JUDGE
+    )
+
+
+def errored(kind: ErrorKind, task_id: str = "t") -> TaskResult:
+    return TaskResult(task_id=task_id, model="m", status="error", error_kind=kind, reason=f"{kind}: x")
+
+
+# --- versions ------------------------------------------------------------------------------------
+
+
+def test_every_record_round_trips_with_its_version(tmp_path: Path) -> None:
+    store = ResultsDir(tmp_path)
+    full = errored(ErrorKind.JUDGE).model_copy(update={"task": Task.model_validate(SUM_TASK)})
+    store.append(full)
+    line = json.loads((tmp_path / "results.jsonl").read_text())
+    assert line["schema_version"] == CURRENT_VERSION and line["error_kind"] == "judge" and "task" not in line
+    assert store.load()[full.key] == full.model_copy(update={"task": None})
+    assert store.load_full(full) == full
+
+    summary = RunSummary(
+        run="r", judge=JUDGE, judges=[JUDGE], pass_threshold=0.75, models={"m": ModelSummary(errored=1)}
+    )
+    record = RunRecord(atlasrun_version="0.1.0", servers=["calculator"], tasks=3)
+    for name, value in ((SUMMARY_FILE, summary), (RUN_FILE, record)):
+        store.write_record(name, value)
+        assert json.loads((tmp_path / name).read_text())["schema_version"] == CURRENT_VERSION
+        assert read_record(tmp_path / name, type(value)) == value
+
+    log = DiagnosesLog(tmp_path)
+    diagnosis = Diagnosis(
+        model="m", task_id="t", status="diagnosed", primary_mode="unclassified", judge=JUDGE
+    )
+    log.append(diagnosis)
+    assert log.load() == {diagnosis.key: diagnosis}
+
+
+def test_unknown_versions_are_refused_naming_file_line_and_version(tmp_path: Path) -> None:
+    store = ResultsDir(tmp_path)
+    store.append(scored("a"))
+    future = {**json.loads(scored("b").model_dump_json()), "schema_version": 99}
+    append_line(store.jsonl, json.dumps(future))
+    with pytest.raises(RecordVersionError, match=r"results\.jsonl line 2: task result has schema_version 99"):
+        store.load()
+
+    (tmp_path / "diagnoses.jsonl").write_text('{"schema_version": "3", "model": "m"}\n')
+    with pytest.raises(
+        RecordVersionError, match=r"diagnoses\.jsonl line 1: diagnosis has schema_version '3'"
+    ):
+        DiagnosesLog(tmp_path).load()
+
+    for name, model in ((SUMMARY_FILE, RunSummary), (RUN_FILE, RunRecord)):
+        (tmp_path / name).write_text(json.dumps({"schema_version": 7}))
+        with pytest.raises(RecordVersionError, match=rf"{name}: .* schema_version 7; this AtlasRun reads"):
+            read_record(tmp_path / name, model)
+
+
+def test_previous_unversioned_records_still_load(tmp_path: Path) -> None:
+    """Version 1 (no schema_version) is today's results directories: the error kind is derived once."""
+    old = [
+        {"task_id": "a", "model": "m", "status": "error", "reason": "judge failed on 1/2 claims"},
+        {"task_id": "b", "model": "m", "status": "error", "reason": "infra: server exited"},
+        {"task_id": "c", "model": "m", "status": "excluded", "reason": "needs server(s) not enabled: git"},
+        {"task_id": "d", "model": "m", "status": "error", "reason": "provider: provider failed: 503"},
+        {"task_id": "e", "model": "m", "status": "error", "reason": "something new"},
+        {"task_id": "f", "model": "m", "status": "scored", "coverage": 1.0, "passed": True},
+    ]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    # the per-task JSON at its version-1 path (slugs only) is still found
+    (tmp_path / "tasks" / "m").mkdir(parents=True)
+    (tmp_path / "tasks" / "m" / "a.r0.json").write_text(json.dumps(old[0]))
+    store = ResultsDir(tmp_path)
+    kinds = {k[1]: r.error_kind for k, r in store.load().items()}
+    assert kinds == {
+        "a": ErrorKind.JUDGE,
+        "b": ErrorKind.SERVER_TRANSPORT,
+        "c": ErrorKind.SERVER_NOT_ENABLED,
+        "d": ErrorKind.PROVIDER,
+        "e": ErrorKind.OTHER,
+        "f": None,
+    }
+    full = store.load_full(store.load()[("m", "a", 0)])
+    assert full is not None and full.error_kind == ErrorKind.JUDGE
+
+    (tmp_path / RUN_FILE).write_text(
+        json.dumps({"atlasrun_version": "0.1.0", "imported_from": "/x.csv", "tasks": None, "model": "m"})
+    )
+    (tmp_path / RUN_FILE).write_text(
+        json.dumps(
+            {**json.loads((tmp_path / RUN_FILE).read_text()), "pass_threshold": 0.75, "scores": ["/s.csv"]}
+        )
+    )
+    record = read_record(tmp_path / RUN_FILE, RunRecord)
+    assert record is not None and record.imported == ImportInfo(
+        imported_from="/x.csv", model="m", pass_threshold=0.75, scores=["/s.csv"]
+    )
+
+
+def test_error_kind_is_required_exactly_when_not_scored() -> None:
+    with pytest.raises(ValueError, match="needs an error_kind"):
+        TaskResult(task_id="t", model="m", status="error", reason="judge failed on 1/1 claims")
+    with pytest.raises(ValueError, match="has no error_kind"):
+        TaskResult(task_id="t", model="m", status="scored", error_kind=ErrorKind.JUDGE)
+
+
+def test_metrics_count_errors_by_the_typed_kind() -> None:
+    """A judge failure is counted as ``judge`` (it was ``other`` when kinds were read from reasons)."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    job = JobState(
+        name="j",
+        active=False,
+        succeeded=True,
+        failed=False,
+        summary={"status": "error", "error_kind": "judge", "reason": "judge failed"},
+    )
+    record = record_from_job(job, "m")
+    assert record is not None and record["k"] == "judge"
+    task_finished("run", record, metrics)
+    lost = record_from_job(
+        JobState(name="k", active=False, succeeded=False, failed=True, failure_reason="BackoffLimitExceeded"),
+        "m",
+    )
+    assert lost is not None
+    task_finished("run", lost, metrics)
+    for kind in ("judge", "job_failed"):
+        labels = {"run": "run", "model": "m", "kind": kind}
+        assert registry.get_sample_value("atlasrun_task_errors_total", labels) == 1.0
+
+
+# --- per-task names -----------------------------------------------------------------------------
+
+
+def test_record_keys_never_collide_and_fit_a_file_name() -> None:
+    ids = ["日本", "中国", "a/b", "a_b", "a b", "x", "", "." * 3, "t" * 300, "t" * 301, "ü" * 200]
+    keys = [record_key(i) for i in ids]
+    assert len(set(keys)) == len(ids)
+    assert all(len(task_record_name("m" * 300, i, 99).rsplit("/", 1)[1].encode()) < 255 for i in ids)
+    assert all("/" not in k and k not in (".", "..") for k in keys)
+    assert record_key("a/b").startswith("a_b-")  # still readable
+
+
+def test_colliding_ids_run_resume_and_keep_their_own_transcripts(tmp_path: Path, data_dir: Path) -> None:
+    pytest.importorskip("mcp")
+    ids = ["日本", "中国", "a/b", "a_b", "long-" + "x" * 300]
+    tasks = [dict(SUM_TASK, id=i, reference_answer=f"The sum of the numbers is 42 [{i}].") for i in ids]
+    run_file = write_run(
+        tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", tasks), [{"name": "replay"}]
+    )
+    out = tmp_path / "out"
+    first = run_local(load_run_spec(run_file), out, data_dir, progress=False)
+    assert sorted(r.task_id for r in first.results) == sorted(ids)
+    assert all(r.status == "scored" for r in first.results)
+    second = run_local(load_run_spec(run_file), out, data_dir, progress=False)
+    assert second.skipped == len(ids)  # resumed: every task kept, none rerun
+    store = ResultsDir(out)
+    for key, line in store.load().items():
+        transcript = store.load_transcript(line)
+        assert transcript is not None and transcript.final_answer.endswith(f"[{key[1]}].")
+    assert len(list((out / "tasks").rglob("*.json"))) == len(ids)
+
+
+# --- appends ------------------------------------------------------------------------------------
+
+
+def test_a_last_line_without_newline_is_kept_and_only_a_torn_line_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    lines = [scored(f"t{i}").model_dump_json() for i in range(30)]
+    path.write_text("\n".join(lines))  # a user's edit: no newline after the last line
+    append_line(path, scored("t30").model_dump_json())
+    assert len(ResultsDir(tmp_path).load()) == 31  # 30 kept + the new one (29 before)
+
+    with path.open("a") as fh:
+        fh.write(lines[0][:40])  # a write torn by a kill
+    append_line(path, scored("t31").model_dump_json())
+    text = path.read_text()
+    assert text.endswith("\n") and len(text.splitlines()) == 32
+    assert all(json.loads(line) for line in text.splitlines())
+
+    big = "x" * 200_000  # the last line is longer than one backwards read
+    path.write_text(lines[0] + "\n" + json.dumps({"schema_version": 2, "pad": big}))
+    append_line(path, lines[1])
+    assert [len(line) for line in path.read_text().splitlines()][1] > 200_000
+    path.write_text(lines[0] + "\n" + '{"pad": "' + big)
+    append_line(path, lines[1])
+    assert path.read_text() == lines[0] + "\n" + lines[1] + "\n"
+    path.write_text('{"torn')  # the whole file is one torn line
+    append_line(path, lines[1])
+    assert path.read_text() == lines[1] + "\n"
+
+
+# --- servers ------------------------------------------------------------------------------------
+
+
+def test_enabled_servers_omitted_means_all_and_empty_means_none() -> None:
+    catalog = load_catalog()
+    names = [s.name for s in catalog.servers]
+    assert enabled_servers(None, names) == sorted(names)
+    assert enabled_servers([], names) == []
+    assert enabled_servers(["calculator"], names) == ["calculator"]
+    # cluster mode: the images and Jobs of a run come from the same function
+    body = lambda enabled: RunSpecBody.model_validate(  # noqa: E731
+        {"tasks": {"path": "t"}, "models": [{"name": "m"}], "servers": {"enabled": enabled}}
+    )
+    assert servers_used(body([]), catalog) == []
+    assert [s.name for s in servers_used(body(["calculator"]), catalog)] == ["calculator"]
+    task = Task.model_validate(SUM_TASK)
+    needs = task_servers(task, enabled_servers([], names))
+    assert needs.missing == ["filesystem", "calculator"] and needs.connect == []
+    needs = task_servers(task, ["filesystem", "calculator"])
+    assert needs.missing == [] and needs.connect == ["filesystem", "calculator"] and needs.hidden_tools == []
+
+
+def test_local_run_with_no_servers_enabled_excludes_tasks_that_need_one(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    run_file = write_run(
+        tmp_path / "run.yaml",
+        write_tasks(tmp_path / "tasks.yaml", [SUM_TASK]),
+        [{"name": "replay"}],
+        servers={"enabled": []},
+    )
+    outcome = run_local(load_run_spec(run_file), tmp_path / "out", data_dir, progress=False)
+    [result] = outcome.results
+    assert result.status == "excluded" and result.error_kind == ErrorKind.SERVER_NOT_ENABLED
+    assert outcome.summary["models"]["replay"]["excluded_by_kind"] == {"server_not_enabled": 1}
+    record: Any = read_record(tmp_path / "out" / RUN_FILE, RunRecord)
+    assert record.servers == []
