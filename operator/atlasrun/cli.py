@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ import yaml
 
 from atlasrun.errors import AtlasError, InputError
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec, TasksSource, load_run_spec
+from atlasrun.servers.sandbox import UNSAFE_FLAG, UNSAFE_HELP, Sandbox
 
 
 def _is_run_file(path: Path) -> bool:
@@ -69,7 +70,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
             file=sys.stderr,
         )
-    outcome = run_local(spec, out, Path(args.data_dir) if args.data_dir else None, progress=not args.quiet)
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
+    outcome = run_local(spec, out, data_dir, progress=not args.quiet, sandbox=sandbox)
     for rejection in outcome.plan.rejected:
         print(f"rejected: {rejection}", file=sys.stderr)
     for exclusion in outcome.plan.excluded:
@@ -116,7 +119,9 @@ def cmd_servers_install(args: argparse.Namespace) -> int:
 
 def _scratch_data_root() -> Path:
     """An empty data root that is also a git repository, so every catalog check can succeed."""
-    root = Path(tempfile.mkdtemp(prefix="atlas-check-"))
+    from atlasrun.servers.scratch import new_scratch
+
+    root = new_scratch("check")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
 
@@ -128,12 +133,13 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
     catalog = load_catalog(args.catalog)
     names = args.names or [s.name for s in catalog.servers]
     data_dir = Path(args.data_dir).resolve() if args.data_dir else _scratch_data_root()
+    sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
 
     async def check(name: str) -> dict[str, Any]:
         spec = catalog.get(name)
         row: dict[str, Any] = {"server": name, "ok": False, "tools": 0}
         try:
-            instance = await ServerInstance(spec, data_dir, "/data", args.timeout).start()
+            instance = await ServerInstance(spec, data_dir, "/data", args.timeout, sandbox=sandbox).start()
         except Exception as exc:
             row["message"] = str(exc)
             return row
@@ -158,7 +164,11 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
             await instance.stop()
         return row
 
-    return list(await asyncio.gather(*(check(n) for n in names)))
+    try:
+        return list(await asyncio.gather(*(check(n) for n in names)))
+    finally:
+        if not args.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def cmd_servers_check(args: argparse.Namespace) -> int:
@@ -206,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--parallelism", type=int)
     run.add_argument("--repeats", type=int)
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     run.set_defaults(func=cmd_run)
 
     validate = sub.add_parser("validate", help="check a run file or task file")
@@ -230,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--data-dir")
     check.add_argument("--timeout", type=float, default=60.0)
     check.add_argument("--json", action="store_true")
+    check.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     check.set_defaults(func=cmd_servers_check)
     _register_command_modules(sub)
     return parser

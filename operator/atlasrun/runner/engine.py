@@ -33,6 +33,7 @@ from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerStartError
 from atlasrun.servers.manager import ServerManager
+from atlasrun.servers.sandbox import Sandbox
 from atlasrun.servers.surface import ToolSurface
 from atlasrun.tasks.model import Task
 
@@ -76,6 +77,7 @@ class Engine:
         out: Path,
         data_dir: Path,
         on_result: Callable[[TaskResult], None] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.spec = spec
         self.body = spec.spec
@@ -95,6 +97,7 @@ class Engine:
             self.body.data_mount,
             self.body.limits.server_start_timeout_s,
             log_dir=out / "logs",
+            sandbox=sandbox,
         )
         self._write_lock = asyncio.Lock()
 
@@ -179,8 +182,8 @@ class Engine:
             if transcript is not None:  # only the judge failed: rejudge the saved transcript
                 return await self.score_transcript(item, transcript)
         limits = self.body.limits.for_task(item.task.limits)
-        dropped = set(self.plan.dropped_tools.get(item.task.id, []))
-        enabled = [t for t in item.task.enabled_tools if t not in dropped]
+        dropped = self.plan.dropped_tools.get(item.task.id, [])
+        enabled = self.plan.surface(item.task)
         servers = list(dict.fromkeys(naming.server_of(t) for t in enabled))
         try:
             instances = await self.manager.acquire(servers)

@@ -33,12 +33,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mcp.client.stdio import get_default_environment
-
 from atlasrun.errors import AtlasError
 from atlasrun.servers.catalog import ServerSpec
 
 UNSAFE_FLAG = "--unsafe-host-exec"
+UNSAFE_HELP = (
+    "where bubblewrap is missing, let servers that execute code (code-runner, cli-mcp-server) run "
+    "unconfined on this host, with the runner's user and files"
+)
 # Host /etc entries a server may need (dynamic linker, users, time zone, TLS roots); nothing else
 # of /etc is visible. resolv.conf and hosts only matter with network access.
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
@@ -46,7 +48,8 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "p
 _ETC_NET = ("resolv.conf", "hosts", "gai.conf")
 _ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-# Variables the MCP SDK's stdio client adds to every server's environment; unset in the sandbox.
+# Variables the MCP SDK's stdio client adds to every server's environment: inherited when
+# unconfined, unset in the sandbox unless set there.
 _SDK_DEFAULTS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 
@@ -111,6 +114,14 @@ def _venv_base(install: Path) -> Path | None:
     return None
 
 
+def find_bwrap() -> str | None:
+    """``$ATLAS_BWRAP`` if set (empty: do not sandbox), else ``bwrap`` on PATH."""
+    chosen = os.environ.get("ATLAS_BWRAP")
+    if chosen is not None:
+        return chosen or None
+    return shutil.which("bwrap")
+
+
 _warned: set[str] = set()
 
 
@@ -119,13 +130,13 @@ class Sandbox:
     """The confinement policy for every local server of one run."""
 
     allow_host_exec: bool = False  # the host's decision (``--unsafe-host-exec``), never a run file's
-    bwrap: str | None = field(default_factory=lambda: shutil.which("bwrap"))
+    bwrap: str | None = field(default_factory=find_bwrap)
 
     @functools.cached_property
     def unavailable(self) -> str | None:
         """None when bwrap works here, else the reason it does not."""
         if self.bwrap is None:
-            return "bwrap not found on PATH (Debian package bubblewrap)"
+            return "bwrap not found on PATH (Debian package bubblewrap) or ATLAS_BWRAP is empty"
         return _probe(self.bwrap)
 
     def check(self, spec: ServerSpec) -> None:
@@ -147,7 +158,8 @@ class Sandbox:
                     f"warning: server {spec.name!r} runs unconfined on this host: {self.unavailable}",
                     file=sys.stderr,
                 )
-            env = get_default_environment() | launch.env | _secrets(spec)
+            inherited = {name: os.environ[name] for name in _SDK_DEFAULTS if name in os.environ}
+            env = inherited | launch.env | _secrets(spec)
             return _with_pdeathsig(Launch(launch.command, launch.args, env, launch.cwd))
         assert self.bwrap is not None
         env = sandbox_env(spec, launch.env, dirs)
