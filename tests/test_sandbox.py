@@ -221,7 +221,7 @@ def test_without_bwrap_code_servers_refuse_and_name_the_flag(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
-    assert "--unsafe-host-exec" in proc.stderr and "'code-runner'" in proc.stderr
+    assert "--unsafe-host-exec" in proc.stderr and "'cli-mcp-server', 'code-runner'" in proc.stderr
     assert "bwrap not found" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out" / "results.jsonl").exists()  # refused before any work
 
@@ -285,9 +285,14 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.parametrize("confined", [True, False], ids=["bwrap", "unconfined"])
 def test_kill_9_of_the_runner_leaves_no_server_and_the_next_run_sweeps_its_scratch(
-    tmp_path: Path, data_dir: Path
+    tmp_path: Path, data_dir: Path, confined: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Under bwrap --die-with-parent ends the sandbox; unconfined, PR_SET_PDEATHSIG (setpriv) does."""
+    flags = [] if confined else ["--unsafe-host-exec"]
+    if not confined:
+        monkeypatch.setenv("ATLAS_BWRAP", "")
     task = {
         "id": "hold",
         "prompt": "Wait.",
@@ -313,7 +318,7 @@ def test_kill_9_of_the_runner_leaves_no_server_and_the_next_run_sweeps_its_scrat
         )
         out = tmp_path / "out"
         proc = subprocess.Popen(
-            [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet"],
+            [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet", *flags],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
@@ -339,7 +344,7 @@ def test_kill_9_of_the_runner_leaves_no_server_and_the_next_run_sweeps_its_scrat
 
     replay = write_run(tmp_path / "replay.yaml", tmp_path / "tasks.yaml", [{"name": "replay"}])
     subprocess.run(
-        [ATLAS, "run", str(replay), "--data-dir", str(data_dir), "--out", str(tmp_path / "out2"), "--quiet"],
+        [ATLAS, "run", str(replay), "--data-dir", str(data_dir), "--out", str(tmp_path / "out2"), "--quiet", *flags],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     assert not any(p.exists() for p in owned)

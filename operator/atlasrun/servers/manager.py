@@ -45,8 +45,7 @@ class ServerManager:
 
     def preflight(self, names: list[str]) -> None:
         """Raise ``SandboxError`` before any work if a named server may not run here."""
-        for name in names:
-            self.sandbox.check(self.catalog.get(name))
+        self.sandbox.check(*(self.catalog.get(name) for name in names))
 
     def _new(self, name: str) -> ServerInstance:
         return ServerInstance(

@@ -139,13 +139,18 @@ class Sandbox:
             return "bwrap not found on PATH (Debian package bubblewrap) or ATLAS_BWRAP is empty"
         return _probe(self.bwrap)
 
-    def check(self, spec: ServerSpec) -> None:
-        """Raise ``SandboxError`` if ``spec`` would have to run unconfined but may not."""
-        if spec.command and self.unavailable and spec.executes_code and not self.allow_host_exec:
+    def refuses(self, spec: ServerSpec) -> bool:
+        """True if ``spec`` would have to run unconfined but may not."""
+        return bool(spec.command and spec.executes_code and self.unavailable and not self.allow_host_exec)
+
+    def check(self, *specs: ServerSpec) -> None:
+        """Raise ``SandboxError`` naming every server in ``specs`` that may not run here."""
+        refused = ", ".join(repr(s.name) for s in specs if self.refuses(s))
+        if refused:
             raise SandboxError(
-                f"server {spec.name!r} can execute code and cannot be sandboxed: {self.unavailable}. "
-                f"Install bubblewrap (make system-deps) or pass {UNSAFE_FLAG} to run it unconfined on "
-                "this host"
+                f"server(s) {refused} can execute code and cannot be sandboxed: {self.unavailable}. "
+                f"Install bubblewrap (make system-deps) or pass {UNSAFE_FLAG} to run them unconfined "
+                "on this host"
             )
 
     def confine(self, spec: ServerSpec, launch: Launch, dirs: Dirs) -> Launch:
