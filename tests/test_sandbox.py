@@ -135,6 +135,15 @@ PROBE_TASK = {
 }
 
 
+def scripted_run(tmp_path: Path, task: dict[str, Any], model: str, provider: ScriptedProvider) -> Path:
+    """A run file for ``task`` and one scripted model."""
+    return write_run(
+        tmp_path / "run.yaml",
+        write_tasks(tmp_path / "tasks.yaml", [task]),
+        [{"name": model, "model": f"openai/{model}", "apiBase": provider.api_base}],
+    )
+
+
 def run_probe(tmp_path: Path, data_dir: Path, paths: dict[str, Path], port: int, *extra: str) -> list[str]:
     """``atlas run`` (a subprocess holding the sentinel) with a model that runs both probes."""
     runner: dict[str, int] = {}
@@ -153,11 +162,7 @@ def run_probe(tmp_path: Path, data_dir: Path, paths: dict[str, Path], port: int,
         return Reply(content="The numbers are 12 and 30.")
 
     with ScriptedProvider(script) as provider:
-        run_file = write_run(
-            tmp_path / "run.yaml",
-            write_tasks(tmp_path / "tasks.yaml", [PROBE_TASK]),
-            [{"name": "prober", "model": "openai/prober", "apiBase": provider.api_base}],
-        )
+        run_file = scripted_run(tmp_path, PROBE_TASK, "prober", provider)
         env = dict(os.environ, ATLAS_SANDBOX_SENTINEL=SENTINEL)
         proc = subprocess.Popen(
             [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(tmp_path / "out"), "--quiet",
@@ -311,11 +316,7 @@ def test_kill_9_of_the_runner_leaves_no_server_and_the_next_run_sweeps_its_scrat
         return Reply(content="done")
 
     with ScriptedProvider(script) as provider:
-        run_file = write_run(
-            tmp_path / "run.yaml",
-            write_tasks(tmp_path / "tasks.yaml", [task]),
-            [{"name": "slow", "model": "openai/slow", "apiBase": provider.api_base}],
-        )
+        run_file = scripted_run(tmp_path, task, "slow", provider)
         out = tmp_path / "out"
         proc = subprocess.Popen(
             [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet", *flags],
