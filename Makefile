@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers system-deps tools chart-tools controlplane images demo test bench check clean
+.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane images demo test bench check clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -28,14 +28,23 @@ venv: $(DEPS_STAMP)
 servers: venv
 	$(BIN)/atlas servers install
 
-demo: servers
+demo: servers sandbox-deps
 	rm -rf runs/demo
 	$(BIN)/atlas init-workspace runs/demo/workspace
 	$(BIN)/atlas run examples/demo.yaml --data-dir runs/demo/workspace --out runs/demo
 	$(BIN)/atlas report runs/demo
 
-# Debian packages the tests use: headless Chromium renders the HTML report.
-system-deps:
+# bubblewrap (bwrap) sandboxes every local MCP server (README "Sandbox"); without it the
+# servers that execute code refuse to start unless --unsafe-host-exec is given.
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      bubblewrap; \
+	  else echo "warning: bwrap missing and cannot apt-get it: code-executing servers will refuse to start"; fi; }
+
+# Debian packages the tests use: headless Chromium renders the HTML report; bubblewrap.
+system-deps: sandbox-deps
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -65,7 +74,7 @@ controlplane:
 test: servers system-deps tools controlplane chart-tools
 	$(BIN)/python -m pytest -q
 
-bench: servers controlplane chart-tools
+bench: servers sandbox-deps controlplane chart-tools
 	$(BIN)/python bench/harness.py
 	$(BIN)/python bench/operator_load.py
 

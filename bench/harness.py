@@ -10,6 +10,8 @@ Printed:
 - per-task server start-up vs. a bare spawn + initialize of the same server
 - throughput at concurrency 1, 8, 32 with pooled (stateless) and fresh-per-task servers
 - peak memory of the harness process
+- the sandbox's cost: server start-up and per-call latency with and without bubblewrap for a
+  few servers (median of N, measured alternately so machine load hits both alike)
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from atlasrun.runspec.run import RunSpec
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
 from atlasrun.servers.instance import ServerInstance
+from atlasrun.servers.sandbox import Sandbox
 from atlasrun.servers.surface import ToolSurface
 from atlasrun.tasks.model import RefCall, RefTurn, Task
 
@@ -170,11 +173,73 @@ async def harness_spawn(n: int, data: Path) -> float:
     return statistics.median(times) * 1000
 
 
+SANDBOX_SERVERS = ("calculator", "everything", "code-runner")
+
+
+async def sandbox_costs(
+    names: tuple[str, ...], starts: int, calls: int, data: Path
+) -> list[tuple[str, str, str, str]]:
+    """Median start-up and per-call ms for each server, sandboxed vs. unconfined (alternating)."""
+    catalog = load_catalog()
+    modes = {"bwrap": Sandbox(), "none": Sandbox(bwrap=None, allow_host_exec=True)}
+    if modes["bwrap"].unavailable:
+        return [("sandbox overhead", "-", "-", f"not measured: {modes['bwrap'].unavailable}")]
+    rows = []
+    for name in names:
+        spec = catalog.get(name)
+        check = spec.check or {}
+        tool, arguments = str(check["tool"]), check.get("arguments") or {}
+        assert isinstance(arguments, dict)
+        start_ms: dict[str, list[float]] = {m: [] for m in modes}
+        call_ms: dict[str, list[float]] = {m: [] for m in modes}
+        for _ in range(starts):
+            for mode, sandbox in modes.items():
+                instance = await ServerInstance(spec, data, "/data", sandbox=sandbox).start()
+                try:
+                    start_ms[mode].append(instance.startup_s * 1000)
+                    for n in range(calls // starts + 2):
+                        began = time.perf_counter()
+                        await instance.call(tool, arguments, 60)
+                        if n >= 2:  # the first calls warm the server up
+                            call_ms[mode].append((time.perf_counter() - began) * 1000)
+                finally:
+                    await instance.stop()
+        for label, samples in (("start-up", start_ms), ("call", call_ms)):
+            ours, floor = statistics.median(samples["bwrap"]), statistics.median(samples["none"])
+            rows.append(
+                (
+                    f"{name} {label}, sandboxed (ms)",
+                    f"{ours:.1f}",
+                    f"{floor:.1f} unconfined",
+                    f"{ours / floor:.2f}x, +{ours - floor:.1f} ms (median of {len(samples['bwrap'])})",
+                )
+            )
+    return rows
+
+
+def print_table(rows: list[tuple[str, str, str, str]]) -> None:
+    header = ("metric", "atlasrun", "floor (same run)", "ratio / reference")
+    widths = [max(len(r[i]) for r in [*rows, header]) for i in range(4)]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=200, help="tasks per pooled throughput point")
     parser.add_argument("--fresh-tasks", type=int, default=64, help="tasks per fresh-server throughput point")
+    parser.add_argument("--sandbox-starts", type=int, default=6, help="start-ups per server and sandbox mode")
+    parser.add_argument("--sandbox-calls", type=int, default=60, help="calls per server and sandbox mode")
+    parser.add_argument("--sandbox-only", action="store_true", help="measure only the sandbox's cost")
     args = parser.parse_args()
+    if args.sandbox_only:
+        with tempfile.TemporaryDirectory(prefix="atlas-bench-") as scratch:
+            print_table(
+                asyncio.run(
+                    sandbox_costs(SANDBOX_SERVERS, args.sandbox_starts, args.sandbox_calls, Path(scratch))
+                )
+            )
+        return
 
     provider = subprocess.Popen(
         [sys.executable, "-m", "atlasrun.testing.scripted_provider"],
@@ -264,19 +329,14 @@ def main() -> None:
                 f"MCP-Atlas {ATLAS_REFERENCE['rss_mb']:.0f} MB ({ATLAS_REFERENCE['rss_mb'] / rss_mb:.1f}x)",
             )
         )
+        rows += asyncio.run(sandbox_costs(SANDBOX_SERVERS, args.sandbox_starts, args.sandbox_calls, data))
     finally:
         assert provider.stdin is not None
         provider.stdin.close()
         provider.wait(timeout=10)
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
-    widths = [
-        max(len(r[i]) for r in [*rows, ("metric", "atlasrun", "floor (same run)", "ratio / reference")])
-        for i in range(4)
-    ]
-    header = ("metric", "atlasrun", "floor (same run)", "ratio / reference")
-    for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)))
+    print_table(rows)
 
 
 if __name__ == "__main__":

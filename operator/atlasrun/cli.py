@@ -75,7 +75,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
             file=sys.stderr,
         )
-    outcome = run_local(spec, out, Path(args.data_dir) if args.data_dir else None, progress=not args.quiet)
+    from atlasrun.servers.sandbox import Sandbox
+
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
+    outcome = run_local(spec, out, data_dir, progress=not args.quiet, sandbox=sandbox)
     for rejection in outcome.plan.rejected:
         print(f"rejected: {rejection}", file=sys.stderr)
     for exclusion in outcome.plan.excluded:
@@ -125,29 +129,33 @@ def cmd_servers_install(args: argparse.Namespace) -> int:
 def _scratch_data_root() -> Path:
     """An empty data root that is also a git repository, so every catalog check can succeed."""
     import subprocess
-    import tempfile
 
-    root = Path(tempfile.mkdtemp(prefix="atlas-check-"))
+    from atlasrun.servers.scratch import new_scratch
+
+    root = new_scratch("check")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
 
 
 async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
     import asyncio
+    import shutil
     import time
 
     from atlasrun.servers.catalog import load_catalog
     from atlasrun.servers.instance import ServerInstance
+    from atlasrun.servers.sandbox import Sandbox
 
     catalog = load_catalog(args.catalog)
     names = args.names or [s.name for s in catalog.servers]
     data_dir = Path(args.data_dir).resolve() if args.data_dir else _scratch_data_root()
+    sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
 
     async def check(name: str) -> dict[str, Any]:
         spec = catalog.get(name)
         row: dict[str, Any] = {"server": name, "ok": False, "tools": 0}
         try:
-            instance = await ServerInstance(spec, data_dir, "/data", args.timeout).start()
+            instance = await ServerInstance(spec, data_dir, "/data", args.timeout, sandbox=sandbox).start()
         except Exception as exc:
             row["message"] = str(exc)
             return row
@@ -172,7 +180,11 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
             await instance.stop()
         return row
 
-    return list(await asyncio.gather(*(check(n) for n in names)))
+    try:
+        return list(await asyncio.gather(*(check(n) for n in names)))
+    finally:
+        if not args.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def cmd_servers_check(args: argparse.Namespace) -> int:
@@ -203,6 +215,8 @@ def cmd_init_workspace(args: argparse.Namespace) -> int:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``atlas`` parser; of the command modules only ``command``'s is imported (its full
     parser), the others are listed by name and help."""
+    from atlasrun.servers.sandbox import UNSAFE_FLAG, UNSAFE_HELP
+
     parser = argparse.ArgumentParser(prog="atlas", description="Benchmark LLM agents' MCP tool use.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -225,6 +239,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--parallelism", type=int)
     run.add_argument("--repeats", type=int)
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     run.set_defaults(func=cmd_run)
 
     validate = sub.add_parser("validate", help="check a run file or task file")
@@ -249,6 +264,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     check.add_argument("--data-dir")
     check.add_argument("--timeout", type=float, default=60.0)
     check.add_argument("--json", action="store_true")
+    check.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     check.set_defaults(func=cmd_servers_check)
     _register_command_modules(sub, command)
     return parser

@@ -35,6 +35,7 @@ from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runspec.run import RunSpec
 from atlasrun.scoring.result import TaskResult
+from atlasrun.servers.sandbox import UNSAFE_FLAG, UNSAFE_HELP, Sandbox
 from atlasrun.tasks.model import RefCall, Task
 
 FLAGS = ("unsolvable", "drifted", "unsupported_claims")  # most severe first
@@ -155,12 +156,13 @@ def audit_spec(tasks: Path, enabled: list[str] | None, parallelism: int) -> RunS
 
 
 def run_audit(
-    spec: RunSpec, out: Path, data_dir: Path, record: Path | None = None
+    spec: RunSpec, out: Path, data_dir: Path, record: Path | None = None, sandbox: Sandbox | None = None
 ) -> tuple[Plan, list[AuditRow]]:
     plan = plan_run(spec)
     out.mkdir(parents=True, exist_ok=True)
     results: list[TaskResult] = []
-    engine = Engine(spec, plan, out, data_dir.resolve(), on_result=results.append)
+    engine = Engine(spec, plan, out, data_dir.resolve(), on_result=results.append, sandbox=sandbox)
+    engine.manager.preflight(plan.servers_used())
     asyncio.run(engine.run(engine.items({})))
     judge = DeterministicJudge()
     by_id = {r.task_id: r for r in results}
@@ -208,7 +210,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             data_dir = out / "data"
             data_dir.mkdir(parents=True, exist_ok=True)
             print(f"note: no --data-dir: servers see an empty data root ({data_dir})", file=sys.stderr)
-        plan, rows = run_audit(spec, out, data_dir, Path(args.record) if args.record else None)
+        record = Path(args.record) if args.record else None
+        plan, rows = run_audit(spec, out, data_dir, record, Sandbox(allow_host_exec=args.unsafe_host_exec))
         report = {"tasks": [asdict(r) for r in rows], "rejected_rows": [str(r) for r in plan.rejected]}
         if args.out:
             (out / "audit.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
@@ -241,4 +244,5 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--parallelism", type=int, default=8)
     parser.add_argument("--json", action="store_true", help="print the audit as JSON")
+    parser.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     parser.set_defaults(func=cmd_audit)

@@ -32,6 +32,7 @@ from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerStartError
 from atlasrun.servers.manager import ServerManager
+from atlasrun.servers.sandbox import Sandbox
 from atlasrun.servers.selection import task_servers
 from atlasrun.servers.surface import ToolSurface
 from atlasrun.tasks.model import Task
@@ -76,6 +77,7 @@ class Engine:
         out: Path,
         data_dir: Path,
         on_result: Callable[[TaskResult], None] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.spec = spec
         self.body = spec.spec
@@ -95,6 +97,7 @@ class Engine:
             self.body.data_mount,
             self.body.limits.server_start_timeout_s,
             log_dir=out / "logs",
+            sandbox=sandbox,
         )
         self._write_lock = asyncio.Lock()
 
@@ -180,7 +183,7 @@ class Engine:
         limits = self.body.limits.for_task(item.task.limits)
         needs = task_servers(item.task, self.plan.enabled_servers)
         dropped = needs.hidden_tools
-        enabled = [t for t in item.task.enabled_tools if t not in dropped]
+        enabled = self.plan.surface(item.task)
         try:
             instances = await self.manager.acquire(needs.connect)
         except ServerStartError as exc:

@@ -20,6 +20,7 @@ from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.summary import SUMMARY_FILE, ExcludedTask, Interval, RunSummary, summarize_models
+from atlasrun.servers.sandbox import Sandbox
 
 
 @dataclass
@@ -39,12 +40,19 @@ def output_dir(spec: RunSpec, out: str | None) -> Path:
     return Path("runs") / spec.metadata.name
 
 
-def run_local(spec: RunSpec, out: Path, data_dir: Path | None = None, progress: bool = True) -> RunOutcome:
+def run_local(
+    spec: RunSpec,
+    out: Path,
+    data_dir: Path | None = None,
+    progress: bool = True,
+    sandbox: Sandbox | None = None,
+) -> RunOutcome:
     plan = plan_run(spec)
     out.mkdir(parents=True, exist_ok=True)
     if data_dir is None:
         data_dir = spec.resolve(spec.spec.data_dir) if spec.spec.data_dir else default_data_dir(out)
-    engine = Engine(spec, plan, out, data_dir.resolve())
+    engine = Engine(spec, plan, out, data_dir.resolve(), sandbox=sandbox)
+    engine.manager.preflight(plan.servers_used())
     store = engine.store
     finished = store.load()
     items = engine.items(finished)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from atlasrun import naming
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpec
 from atlasrun.servers.catalog import Catalog, load_catalog
@@ -28,6 +29,15 @@ class Plan:
     rejected: list[Rejection] = field(default_factory=list)
     # Distractor tools dropped because their server is not enabled, per task id.
     dropped_tools: dict[str, list[str]] = field(default_factory=dict)
+
+    def surface(self, task: Task) -> list[str]:
+        """The tools ``task`` is offered in this run (its enabled tools minus dropped distractors)."""
+        dropped = set(self.dropped_tools.get(task.id, []))
+        return [t for t in task.enabled_tools if t not in dropped]
+
+    def servers_used(self) -> list[str]:
+        """Every server some planned task's surface needs."""
+        return sorted({naming.server_of(t) for task in self.tasks for t in self.surface(task)})
 
 
 def build_catalog(spec: RunSpec) -> Catalog:

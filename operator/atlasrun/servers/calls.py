@@ -11,7 +11,7 @@ CallErrorKind = Literal[
     "tool_error",  # the server ran the tool and reported an error
     "not_available",  # the tool is not in the task's surface
     "invalid_arguments",  # arguments were not a JSON object
-    "timeout",  # no answer within the per-call timeout
+    "tool_timeout",  # no answer within the per-call timeout (fed back to the model; server restarted)
     "transport",  # the server crashed / the connection failed (infrastructure)
     "budget",  # the max-tool-calls budget was exhausted
 ]

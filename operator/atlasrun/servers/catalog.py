@@ -72,6 +72,11 @@ class ServerSpec(BaseModel):
     # Secrets by env var name; values come from the environment (or a k8s Secret).
     secrets: list[str] = Field(default_factory=list)
     egress: Egress = Field(default_factory=Egress)
+    # Local mode: the server runs code of the model's choosing. Without a sandbox it refuses to
+    # start unless the host passes --unsafe-host-exec (servers/sandbox.py).
+    executes_code: bool = False
+    # Local mode: extra host paths the sandboxed server may read (its install dir is bound already).
+    read_only_paths: list[str] = Field(default_factory=list)
     # Cluster mode: image pinned by digest and the port of its HTTP bridge.
     image: str | None = None
     port: int | None = None

@@ -10,20 +10,19 @@ instance lives for one task (fresh, stateful servers) or for the whole run
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
 import socket
-import tempfile
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import Tool
@@ -31,6 +30,8 @@ from mcp_types import CONNECTION_CLOSED
 
 from atlasrun.servers.catalog import ServerSpec
 from atlasrun.servers.install import install_dir
+from atlasrun.servers.sandbox import Dirs, Launch, Sandbox, SandboxError
+from atlasrun.servers.scratch import new_scratch
 
 
 class ServerStartError(RuntimeError):
@@ -78,7 +79,12 @@ def free_port() -> int:
 
 
 class ServerInstance:
-    """One running server. ``start()`` returns once the MCP handshake completed."""
+    """One running server. ``start()`` returns once the MCP handshake completed.
+
+    A call that times out leaves the server busy or stuck: the instance is restarted in
+    place (same scratch and data directory, so a task's files survive) before its next
+    call, whoever makes it.
+    """
 
     def __init__(
         self,
@@ -87,6 +93,7 @@ class ServerInstance:
         data_mount: str,
         start_timeout_s: float = 60.0,
         stderr_dir: Path | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -94,7 +101,9 @@ class ServerInstance:
         self._data_mount = data_mount
         self._start_timeout_s = start_timeout_s
         self._stderr_dir = stderr_dir
-        self._scratch = Path(tempfile.mkdtemp(prefix=f"atlas-{spec.name}-"))
+        self._sandbox = sandbox or Sandbox()
+        self._scratch = new_scratch(spec.name)
+        self._data: Path | None = None  # prepared once, kept across restarts
         self.tools: list[Tool] = []
         self.path_map = PathMap(data_mount, str(data_dir))
         self.startup_s = 0.0
@@ -104,27 +113,55 @@ class ServerInstance:
         self._stop = asyncio.Event()
         self._holder: asyncio.Task[None] | None = None
         self._broken: str | None = None
+        self._generation = 0  # bumped per launch: failures of an old session do not mark the new one
+        self._stale: str | None = None  # why a restart is due before the next call
+        self._restart_lock = asyncio.Lock()
 
     @property
     def broken(self) -> str | None:
-        return self._broken
+        """Why the instance is unusable; None while up or while a due restart is pending."""
+        return None if self._stale else self._broken
 
     async def start(self) -> ServerInstance:
         started = time.perf_counter()
-        self._ready = asyncio.get_running_loop().create_future()
-        self._holder = asyncio.create_task(self._hold(), name=f"server:{self.name}")
         try:
-            await asyncio.wait_for(asyncio.shield(self._ready), self._start_timeout_s)
-        except TimeoutError as exc:
+            self._sandbox.check(self.spec)
+            await self._launch()
+        except SandboxError as exc:
             await self.stop()
-            raise ServerStartError(
-                f"server {self.name!r} did not start within {self._start_timeout_s:.0f}s"
-            ) from exc
+            raise ServerStartError(str(exc)) from exc
         except BaseException:
             await self.stop()
             raise
         self.startup_s = time.perf_counter() - started
         return self
+
+    async def _launch(self) -> None:
+        self._generation += 1
+        self._broken = None
+        self._stop = asyncio.Event()
+        self._ready = asyncio.get_running_loop().create_future()
+        self._holder = asyncio.create_task(self._hold(), name=f"server:{self.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self._start_timeout_s)
+        except TimeoutError as exc:
+            raise ServerStartError(
+                f"server {self.name!r} did not start within {self._start_timeout_s:.0f}s"
+            ) from exc
+
+    async def _restart(self) -> None:
+        async with self._restart_lock:
+            if self._stale is None:
+                return  # another caller restarted it while this one waited
+            try:
+                await self._halt()
+                await self._launch()
+            except Exception as exc:
+                await self._halt()
+                self._broken = f"server {self.name!r} could not be restarted after {self._stale}: {exc}"
+                raise TransportError(self._broken) from exc
+            finally:
+                self._stale = None
 
     def _prepare_data(self) -> Path:
         if not self.spec.isolate_data:
@@ -142,31 +179,31 @@ class ServerInstance:
             values["install_dir"] = str(install_dir(self.spec))
         return self.spec.render(values)
 
-    def _env(self, spec: ServerSpec) -> dict[str, str]:
-        env = get_default_environment() | spec.env
-        for name in spec.secrets:  # declared secrets pass through by name, nothing else does
-            if name in os.environ:
-                env[name] = os.environ[name]
-        return env
+    def _launch_for(self, spec: ServerSpec, data_dir: Path) -> Launch:
+        assert spec.command
+        install = install_dir(spec) if spec.package is not None else None
+        dirs = Dirs(self._scratch, data_dir, data_writable=spec.isolate_data, install=install)
+        return self._sandbox.confine(spec, Launch(spec.command, spec.args, spec.env, spec.cwd), dirs)
 
     async def _hold(self) -> None:
         assert self._ready is not None
         try:
             async with AsyncExitStack() as stack:
-                data_dir = await asyncio.to_thread(self._prepare_data)
-                self.path_map = PathMap(self._data_mount, str(data_dir))
-                spec = self._rendered(data_dir)
+                if self._data is None:
+                    self._data = await asyncio.to_thread(self._prepare_data)
+                self.path_map = PathMap(self._data_mount, str(self._data))
+                spec = self._rendered(self._data)
                 errlog = stack.enter_context(self._errlog())
                 if spec.transport == "stdio":
-                    assert spec.command
+                    launch = self._launch_for(spec, self._data)
                     params = StdioServerParameters(
-                        command=spec.command, args=spec.args, env=self._env(spec), cwd=spec.cwd
+                        command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd
                     )
                     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 else:
                     assert spec.url
                     if spec.command:
-                        await self._spawn_http(stack, spec, errlog)
+                        await self._spawn_http(stack, self._launch_for(spec, self._data), spec.url, errlog)
                     read, write = await stack.enter_async_context(streamable_http_client(spec.url))
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
@@ -189,14 +226,13 @@ class ServerInstance:
         directory = self._stderr_dir or self._scratch
         return open(directory / f"{self.name}.stderr.log", "a", encoding="utf-8")
 
-    async def _spawn_http(self, stack: AsyncExitStack, spec: ServerSpec, errlog: Any) -> None:
+    async def _spawn_http(self, stack: AsyncExitStack, launch: Launch, endpoint: str, errlog: Any) -> None:
         """Start a local HTTP server process and wait until its port accepts connections."""
-        assert spec.command and spec.url
         proc = await asyncio.create_subprocess_exec(
-            spec.command,
-            *spec.args,
-            env=self._env(spec),
-            cwd=spec.cwd,
+            launch.command,
+            *launch.args,
+            env=launch.env,
+            cwd=launch.cwd,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=errlog,
             stderr=errlog,
@@ -214,7 +250,7 @@ class ServerInstance:
                     await proc.wait()
 
         stack.push_async_callback(_terminate)
-        url = httpx.URL(spec.url)
+        url = httpx.URL(endpoint)
         while True:
             if proc.returncode is not None:
                 raise ServerStartError(
@@ -240,21 +276,37 @@ class ServerInstance:
         return tools
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout_s: float) -> tuple[str, bool]:
-        """Call ``tool``; returns (text, is_error). Raises TransportError or asyncio.TimeoutError."""
+        """Call ``tool``; returns (text, is_error). Raises TransportError or TimeoutError."""
+        if self._stale:
+            await self._restart()
         if self._broken or self._session is None:
             raise TransportError(self._broken or f"server {self.name!r} is not running")
+        session, generation = self._session, self._generation
         try:
             result = await asyncio.wait_for(
-                self._session.call_tool(tool, self.path_map.to_real(arguments)), timeout_s
+                session.call_tool(tool, self.path_map.to_real(arguments)), timeout_s
             )
+        except TimeoutError:
+            # Checked before OSError (its base class): a slow tool is the model's outcome, not a
+            # transport failure. The server may still be busy with it: replace it before next use.
+            if generation == self._generation:
+                self._stale = f"{tool!r} timed out after {timeout_s:g}s"
+            raise
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._broken = f"server {self.name!r} connection closed during {tool!r}"
-                raise TransportError(self._broken) from exc
+                raise TransportError(
+                    self._mark_broken(generation, f"server {self.name!r} connection closed during {tool!r}")
+                ) from exc
             return f"MCP error {exc.code}: {exc.message}", True
-        except (OSError, EOFError, httpx.HTTPError) as exc:
-            self._broken = f"server {self.name!r} transport failed during {tool!r}: {exc!r}"
-            raise TransportError(self._broken) from exc
+        except (
+            OSError,
+            EOFError,
+            httpx.HTTPError,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+        ) as exc:
+            message = f"server {self.name!r} transport failed during {tool!r}: {exc!r}"
+            raise TransportError(self._mark_broken(generation, message)) from exc
         content = getattr(result, "content", None) or []
         parts = []
         for block in content:
@@ -262,7 +314,13 @@ class ServerInstance:
             parts.append(text if text is not None else f"[{getattr(block, 'type', 'content')} content]")
         return self.path_map.to_virtual("\n".join(parts)), bool(getattr(result, "is_error", False))
 
-    async def stop(self) -> None:
+    def _mark_broken(self, generation: int, message: str) -> str:
+        """Record a failure of the session of ``generation`` (ignored once it was replaced)."""
+        if generation == self._generation:
+            self._broken = message
+        return message
+
+    async def _halt(self) -> None:
         self._stop.set()
         if self._holder is not None:
             try:
@@ -270,4 +328,7 @@ class ServerInstance:
             except BaseException:
                 pass
             self._holder = None
+
+    async def stop(self) -> None:
+        await self._halt()
         await asyncio.to_thread(shutil.rmtree, self._scratch, True)

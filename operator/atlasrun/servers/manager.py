@@ -3,7 +3,8 @@
 Stateful servers (``stateful: true``: filesystem writes, memory, git, code
 runners) get a fresh process per task so no state leaks between tasks.
 Stateless ones are pooled: one shared session per server for the whole run,
-restarted if it breaks.
+restarted if it breaks. Every process runs confined by ``sandbox`` (servers/sandbox.py);
+a new manager first removes the scratch directories of runs that died (servers/scratch.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from atlasrun.servers.catalog import Catalog
 from atlasrun.servers.instance import ServerInstance
+from atlasrun.servers.sandbox import Sandbox
+from atlasrun.servers.scratch import sweep_stale
 
 
 class ServerManager:
@@ -24,8 +27,10 @@ class ServerManager:
         data_mount: str = "/data",
         start_timeout_s: float = 60.0,
         log_dir: Path | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.catalog = catalog
+        self.sandbox = sandbox or Sandbox()
         self.data_dir = data_dir
         self.data_mount = data_mount
         self.start_timeout_s = start_timeout_s
@@ -36,10 +41,20 @@ class ServerManager:
         # spawns than cores only thrash, so start-ups queue here while tasks run.
         self._spawn_slots = asyncio.Semaphore(max(2, os.cpu_count() or 2))
         self._stopping: set[asyncio.Task[None]] = set()
+        sweep_stale()
+
+    def preflight(self, names: list[str]) -> None:
+        """Raise ``SandboxError`` before any work if a named server may not run here."""
+        self.sandbox.check(*(self.catalog.get(name) for name in names))
 
     def _new(self, name: str) -> ServerInstance:
         return ServerInstance(
-            self.catalog.get(name), self.data_dir, self.data_mount, self.start_timeout_s, self.log_dir
+            self.catalog.get(name),
+            self.data_dir,
+            self.data_mount,
+            self.start_timeout_s,
+            self.log_dir,
+            self.sandbox,
         )
 
     async def _start(self, name: str) -> ServerInstance:

@@ -2,7 +2,9 @@
 
 It shows the model just the task's enabled tools, answers calls outside them with
 a clear "tool not available" error result, enforces the tool-call budget, the
-per-call timeout and the output cap, and records every call. After a transport
+per-call timeout and the output cap, and records every call. A call past its timeout
+is an error result the model sees (``tool_timeout``), not an infrastructure failure; the
+server is restarted before its next call (servers/instance.py). After a transport
 failure a stateless (pooled) server is replaced and the call retried once; a
 stateful one is short-circuited for the rest of the task, which is then marked
 as infrastructure-affected.
@@ -115,7 +117,7 @@ class ToolSurface:
                 except TimeoutError:
                     return (
                         f"Error: tool {server}_{tool!s} timed out after {self.tool_timeout_s:g}s",
-                        "timeout",
+                        "tool_timeout",
                     )
                 except TransportError as exc:
                     failure = str(exc)

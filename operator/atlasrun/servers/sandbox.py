@@ -1,0 +1,217 @@
+"""Confine a local MCP server process: a bubblewrap sandbox that dies with the runner.
+
+``Sandbox.confine`` turns a server's launch (command, args, env, cwd) into the launch
+that actually runs, whatever the launch strategy (fresh, pooled, stdio, HTTP):
+
+- With ``bwrap`` (Debian ``bubblewrap``): new PID, IPC, UTS, cgroup and user namespaces
+  and a new network namespace with only loopback, unless the catalog entry declares
+  ``egress`` or is a ``transport: http`` server the runner reaches on host loopback
+  (those keep the host network; their processes are confined otherwise). The root is an
+  empty tmpfs with read-only binds of ``/usr`` (+ the ``/bin``, ``/lib`` links), a few
+  ``/etc`` files, the server's install directory, a venv's base interpreter and the
+  entry's ``read_only_paths``; a private ``/tmp``; its scratch directory read-write; its
+  data directory read-write only when it is the server's own private copy
+  (``isolate_data``), read-only otherwise. Paths keep their host names, so the catalog's
+  placeholders need no translation. ``--die-with-parent`` kills the whole sandbox when
+  the runner dies.
+- The environment holds only the entry's declared ``env`` and ``secrets`` plus PATH, HOME
+  (the scratch directory) and LANG. bwrap itself is started with that environment and
+  nothing else: inside a PID namespace ``/proc/1/environ`` is bwrap's own helper.
+- Without a working bwrap, a server that can execute code (``executes_code: true``)
+  refuses to start unless the host allows it (``--unsafe-host-exec``); others run
+  unconfined with a warning. Unconfined processes still get ``PR_SET_PDEATHSIG``
+  (util-linux ``setpriv``) so they die with the runner.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from atlasrun.errors import AtlasError
+from atlasrun.servers.catalog import ServerSpec
+
+UNSAFE_FLAG = "--unsafe-host-exec"
+UNSAFE_HELP = (
+    "where bubblewrap is missing, let servers that execute code (code-runner, cli-mcp-server) run "
+    "unconfined on this host, with the runner's user and files"
+)
+# Host /etc entries a server may need (dynamic linker, users, time zone, TLS roots); nothing else
+# of /etc is visible. resolv.conf and hosts only matter with network access.
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+        "nsswitch.conf", "alternatives", "ssl", "ca-certificates", "mime.types")  # fmt: skip
+_ETC_NET = ("resolv.conf", "hosts", "gai.conf")
+_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Variables the MCP SDK's stdio client adds to every server's environment: inherited when
+# unconfined, unset in the sandbox unless set there.
+_SDK_DEFAULTS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+class SandboxError(AtlasError):
+    """A server cannot be confined here and may not run unconfined."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one server process."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class Dirs:
+    """The host directories one server instance uses."""
+
+    scratch: Path
+    data: Path
+    data_writable: bool
+    install: Path | None = None
+
+
+@functools.cache
+def _probe(bwrap: str) -> str | None:
+    """None if ``bwrap`` can create the namespaces we use here, else why not."""
+    argv = [bwrap, "--unshare-all", "--die-with-parent", *_system_binds(), "--", "/usr/bin/true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={}, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} does not run: {exc}"
+    if proc.returncode != 0:
+        return f"{bwrap} cannot create a sandbox here: {proc.stderr.strip()[-300:]}"
+    return None
+
+
+def _system_binds() -> list[str]:
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for name in _ROOT_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            argv += ["--ro-bind", str(path), str(path)]
+    return [*argv, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def _venv_base(install: Path) -> Path | None:
+    """The base interpreter's prefix a venv at ``install`` runs on (its bin/python links there)."""
+    try:
+        lines = (install / "pyvenv.cfg").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return Path(value.strip()).resolve().parent
+    return None
+
+
+def find_bwrap() -> str | None:
+    """``$ATLAS_BWRAP`` if set (empty: do not sandbox), else ``bwrap`` on PATH."""
+    chosen = os.environ.get("ATLAS_BWRAP")
+    if chosen is not None:
+        return chosen or None
+    return shutil.which("bwrap")
+
+
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The confinement policy for every local server of one run."""
+
+    allow_host_exec: bool = False  # the host's decision (``--unsafe-host-exec``), never a run file's
+    bwrap: str | None = field(default_factory=find_bwrap)
+
+    @functools.cached_property
+    def unavailable(self) -> str | None:
+        """None when bwrap works here, else the reason it does not."""
+        if self.bwrap is None:
+            return "bwrap not found on PATH (Debian package bubblewrap) or ATLAS_BWRAP is empty"
+        return _probe(self.bwrap)
+
+    def refuses(self, spec: ServerSpec) -> bool:
+        """True if ``spec`` would have to run unconfined but may not."""
+        return bool(spec.command and spec.executes_code and self.unavailable and not self.allow_host_exec)
+
+    def check(self, *specs: ServerSpec) -> None:
+        """Raise ``SandboxError`` naming every server in ``specs`` that may not run here."""
+        refused = ", ".join(repr(s.name) for s in specs if self.refuses(s))
+        if refused:
+            raise SandboxError(
+                f"server(s) {refused} can execute code and cannot be sandboxed: {self.unavailable}. "
+                f"Install bubblewrap (make system-deps) or pass {UNSAFE_FLAG} to run them unconfined "
+                "on this host"
+            )
+
+    def confine(self, spec: ServerSpec, launch: Launch, dirs: Dirs) -> Launch:
+        """The launch that runs ``launch`` (whose env is the entry's declared env) confined."""
+        self.check(spec)
+        if self.unavailable:
+            if spec.name not in _warned:
+                _warned.add(spec.name)
+                print(
+                    f"warning: server {spec.name!r} runs unconfined on this host: {self.unavailable}",
+                    file=sys.stderr,
+                )
+            inherited = {name: os.environ[name] for name in _SDK_DEFAULTS if name in os.environ}
+            env = inherited | launch.env | _secrets(spec)
+            return _with_pdeathsig(Launch(launch.command, launch.args, env, launch.cwd))
+        assert self.bwrap is not None
+        env = sandbox_env(spec, launch.env, dirs)
+        argv = [*bwrap_args(spec, dirs, env), "--chdir", launch.cwd or str(dirs.scratch), "--"]
+        # bwrap starts in the scratch dir on the host: the server's cwd may exist only inside.
+        return Launch(self.bwrap, [*argv, launch.command, *launch.args], env, str(dirs.scratch))
+
+
+def sandbox_env(spec: ServerSpec, declared: dict[str, str], dirs: Dirs) -> dict[str, str]:
+    """Only what the entry declares (env, secrets) plus PATH, HOME and LANG."""
+    path = _SYSTEM_PATH
+    if dirs.install is not None:
+        bins = [dirs.install / "bin", dirs.install / "node_modules" / ".bin"]
+        path = ":".join([*(str(b) for b in bins if b.is_dir()), path])
+    base = {"PATH": path, "HOME": str(dirs.scratch), "LANG": "C.UTF-8"}
+    return base | declared | _secrets(spec)
+
+
+def _secrets(spec: ServerSpec) -> dict[str, str]:
+    """Declared secrets pass through by name, nothing else does."""
+    return {name: os.environ[name] for name in spec.secrets if name in os.environ}
+
+
+def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str]) -> list[str]:
+    """bwrap's options for ``spec`` (everything before ``--chdir``)."""
+    network = spec.transport == "http" or bool(spec.egress.hosts or spec.egress.cidrs or spec.egress.ports)
+    argv = ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session"]
+    argv += _system_binds()
+    for name in _ETC + (_ETC_NET if network else ()):
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    read_only = [Path(p) for p in spec.read_only_paths]
+    if dirs.install is not None:
+        read_only += [dirs.install, *filter(None, [_venv_base(dirs.install)])]
+    for path in read_only:
+        argv += ["--ro-bind-try", str(path), str(path)]
+    argv += ["--bind", str(dirs.scratch), str(dirs.scratch)]
+    argv += ["--bind" if dirs.data_writable else "--ro-bind", str(dirs.data), str(dirs.data)]
+    for name in _SDK_DEFAULTS:
+        if name not in env:
+            argv += ["--unsetenv", name]
+    return argv
+
+
+def _with_pdeathsig(launch: Launch) -> Launch:
+    """Unconfined: still SIGKILL the server when the runner (its parent) dies."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return launch
+    args = ["--pdeathsig", "KILL", "--", launch.command, *launch.args]
+    return Launch(setpriv, args, launch.env, launch.cwd)
