@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "operator" / "atlasrun"
 LAYERS = [
-    {"errors", "naming"},
+    {"errors", "naming", "redact"},
     {"tasks", "provider"},
     {"servers"},
     {"runspec"},

@@ -3,7 +3,8 @@
 One subpackage per stage, layered along the data flow. A module imports only from its
 own layer or lower ones (enforced by tests/test_layers.py), low to high:
 
-1. ``errors``, ``naming``: user-facing errors; the ``{server}_{tool}`` convention
+1. ``errors``, ``naming``, ``redact``: user-facing errors; the ``{server}_{tool}`` convention;
+   secret masking at every write
 2. ``tasks``, ``provider``: task files; LLM calls through litellm with the retry policy
 3. ``servers``: catalog, installer, server instances, the per-task tool surface
 4. ``runspec``: the run spec (the same schema as the ``AtlasRun`` resource)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from atlasrun.errors import AtlasError, InputError
+from atlasrun.redact import ScrubbingStream
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec, TasksSource, load_run_spec
 
 
@@ -246,7 +247,18 @@ def _register_command_modules(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # Everything the CLI (and litellm's logging) prints goes through the secret masking.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (s if isinstance(s, ScrubbingStream) else ScrubbingStream(s) for s in streams)
+    try:
+        return _dispatch(build_parser().parse_args(argv))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except AtlasError as exc:

@@ -18,15 +18,15 @@ from pathlib import Path
 
 from atlasrun import naming
 from atlasrun.agent.base import Agent
-from atlasrun.agent.litellm_agent import PROVIDER_NOTE, LiteLLMAgent
+from atlasrun.agent.litellm_agent import PROVIDER_NOTE, PROVIDER_TIMEOUT_NOTE, LiteLLMAgent
 from atlasrun.agent.replay import ReplayAgent
 from atlasrun.agent.transcript import Transcript
 from atlasrun.judge.base import Judge
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.judge.llm import LLMJudge
 from atlasrun.provider import Endpoint
+from atlasrun.redact import Redactor, declare
 from atlasrun.runner.plan import Plan
-from atlasrun.runner.redact import Redactor
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec
 from atlasrun.scoring.claims import judge_task
 from atlasrun.scoring.result import TaskResult
@@ -82,7 +82,8 @@ class Engine:
         self.plan = plan
         secrets = [m.api_key_env for m in self.body.models] + [j.api_key_env for j in self.body.judges]
         secrets += [name for server in plan.catalog.servers for name in server.secrets]
-        self.store = ResultsDir(out, Redactor([s for s in secrets if s]))
+        declare(secrets)  # every writer in this process masks them (logs, diagnoses, report)
+        self.store = ResultsDir(out, Redactor(secrets))
         self.data_dir = data_dir
         self.on_result = on_result or (lambda r: None)
         self.agents = {m.name: make_agent(m) for m in self.body.models}
@@ -242,6 +243,14 @@ class Engine:
         if transcript.stop_reason == "provider_error":
             note = next((n for n in transcript.notes if n.startswith(PROVIDER_NOTE)), PROVIDER_NOTE)
             result.reason = f"provider: {note}"
+            return result
+        if transcript.stop_reason == "provider_timeout":
+            # An infrastructure fault, never a score: excluded from scoring and retried on resume.
+            # (error kind "provider_timeout"; the typed error_kind field is wired here at merge.)
+            note = next(
+                (n for n in transcript.notes if n.startswith(PROVIDER_TIMEOUT_NOTE)), PROVIDER_TIMEOUT_NOTE
+            )
+            result.reason = f"provider_timeout: {note}"
             return result
         primary, *others = await judge_task(
             self.judges, item.task.claims, transcript.final_answer, self.body.pass_threshold

@@ -82,6 +82,8 @@ class Limits(_Spec):
     max_tool_calls: int = Field(default=100, ge=1)
     tool_timeout_s: float = Field(default=60.0, gt=0, alias="toolTimeoutSeconds")
     task_timeout_s: float = Field(default=900.0, gt=0, alias="taskTimeoutSeconds")
+    # One provider call (each attempt); a call that hangs past it is retried, then a provider_timeout.
+    provider_timeout_s: float = Field(default=600.0, gt=0, alias="providerTimeoutSeconds")
     tool_output_chars: int = Field(default=20_000, ge=100)
     server_start_timeout_s: float = Field(default=60.0, gt=0, alias="serverStartTimeoutSeconds")
     provider_retries: int = Field(default=6, ge=0)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from atlasrun.agent.transcript import Transcript
+from atlasrun.redact import scrub
 from atlasrun.scoring.result import TaskResult
 
 M = TypeVar("M", bound=BaseModel)
@@ -48,7 +49,7 @@ def append_line(path: Path, line: str) -> None:
             with path.open("r+b") as fh:
                 fh.truncate(data.rfind(b"\n") + 1)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(line.rstrip("\n") + "\n")
+        fh.write(scrub(line.rstrip("\n")) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -94,6 +95,7 @@ class ResultsDir:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` (secrets masked) to ``path`` via a temporary file: readers never see half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(scrub(text), encoding="utf-8")
     os.replace(tmp, path)
