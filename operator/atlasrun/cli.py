@@ -12,24 +12,32 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pydantic import ValidationError
 
 from atlasrun.errors import AtlasError, InputError
 from atlasrun.redact import ScrubbingStream
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec, TasksSource, load_run_spec
+from atlasrun.tasks.documents import decode, load_yaml
 
 
 def _is_run_file(path: Path) -> bool:
     if path.suffix.lower() not in (".yaml", ".yml"):
         return False
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        doc = load_yaml(decode(path.read_bytes(), str(path)), str(path))
+    except (OSError, InputError):
         return False
     return isinstance(doc, dict) and (doc.get("kind") == "AtlasRun" or "spec" in doc)
 
 
 def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
+    try:
+        return _apply_overrides(spec, args)
+    except ValidationError as exc:
+        raise InputError.from_validation(exc, where="command line (--model/--judge)") from exc
+
+
+def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     body = spec.spec
     if args.tasks:
         body.tasks = TasksSource(path=str(Path(args.tasks).resolve()))

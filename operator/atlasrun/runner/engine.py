@@ -10,6 +10,7 @@ stops the run.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import PROVIDER_NOTE, PROVIDER_TIMEOUT_NOTE, LiteLLMAgent
 from atlasrun.agent.replay import ReplayAgent
 from atlasrun.agent.transcript import Transcript
+from atlasrun.errors import StorageError
 from atlasrun.judge.base import Judge
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.judge.llm import LLMJudge
@@ -145,13 +147,30 @@ class Engine:
             await self._record(result)
 
         try:
-            await asyncio.gather(*(one(i) for i in items))
+            async with asyncio.TaskGroup() as group:
+                for item in items:
+                    group.create_task(one(item))
+        except BaseExceptionGroup as failed:
+            # A results write failed (disk full, read-only): stop the run, with that clear error.
+            storage = failed.subgroup(StorageError)
+            if storage is not None:
+                raise storage.exceptions[0] from None
+            raise
         finally:
             await self.manager.close()
 
     async def _record(self, result: TaskResult) -> None:
         async with self._write_lock:
-            await asyncio.to_thread(self.store.append, result)
+            try:
+                await asyncio.to_thread(self.store.append, result)
+            except StorageError as exc:
+                if exc.errno != errno.ENAMETOOLONG:
+                    raise
+                # This item's own file name is unusable: record the verdict as an error, run the rest.
+                result = result.model_copy(
+                    update={"status": "error", "reason": f"storage: {exc}", "coverage": None, "passed": None}
+                )
+                await asyncio.to_thread(self.store.append_verdict, result)
         self.on_result(result)
 
     def _base(self, item: Item, **fields: object) -> TaskResult:

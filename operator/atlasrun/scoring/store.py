@@ -8,6 +8,7 @@ line per key wins: ``scored`` and ``excluded`` are kept, ``error`` is redone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from atlasrun.agent.transcript import Transcript
+from atlasrun.errors import StorageError
 from atlasrun.redact import scrub
 from atlasrun.scoring.result import TaskResult
 
@@ -42,16 +44,19 @@ def load_latest(path: Path, model: type[M], key: Callable[[M], K]) -> dict[K, M]
 
 def append_line(path: Path, line: str) -> None:
     """Append one record durably; a torn last line (a kill mid-write) is cut first, so it stays the
-    only casualty."""
-    if path.exists():
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with path.open("r+b") as fh:
-                fh.truncate(data.rfind(b"\n") + 1)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(scrub(line.rstrip("\n")) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    only casualty. A failed write raises ``StorageError`` naming the file."""
+    try:
+        if path.exists():
+            data = path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                with path.open("r+b") as fh:
+                    fh.truncate(data.rfind(b"\n") + 1)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(scrub(line.rstrip("\n")) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise StorageError(path, exc) from exc
 
 
 def slug(text: str) -> str:
@@ -84,8 +89,15 @@ class ResultsDir:
 
     def append(self, result: TaskResult) -> None:
         path = self.task_path(result)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(path.parent, exc) from exc
         atomic_write(path, self.redact(result.model_dump_json(indent=1)))
+        self.append_verdict(result)
+
+    def append_verdict(self, result: TaskResult) -> None:
+        """Only the results.jsonl line (no per-task file)."""
         append_line(self.jsonl, self.redact(result.model_dump_json(exclude={"task", "transcript"})))
 
     def write_json(self, name: str, data: Any) -> Path:
@@ -97,5 +109,10 @@ class ResultsDir:
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` (secrets masked) to ``path`` via a temporary file: readers never see half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(scrub(text), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(scrub(text), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise StorageError(path, exc) from exc
