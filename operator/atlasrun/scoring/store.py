@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from atlasrun.agent.transcript import Transcript
 from atlasrun.errors import StorageError
-from atlasrun.redact import scrub
+from atlasrun.redact import declare, scrub
 from atlasrun.scoring.result import TaskResult
 
 M = TypeVar("M", bound=BaseModel)
@@ -63,11 +63,29 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
 
 
+def run_secret_envs(root: Path) -> list[str]:
+    """The secret env var names the run in ``root`` declared (models', judges', servers' secrets),
+    from its run.json: later commands on the directory (diagnose, report) mask them too."""
+    try:
+        record = json.loads((root / "run.json").read_text(encoding="utf-8"))
+        body = record["spec"]["spec"]
+        names = [entry.get("apiKeyEnv") for kind in ("models", "judges") for entry in body.get(kind) or []]
+        names += [
+            name
+            for server in (body.get("servers") or {}).get("inline") or []
+            for name in server.get("secrets") or []
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [n for n in names if isinstance(n, str) and n]
+
+
 class ResultsDir:
     def __init__(self, root: Path, redact: Callable[[str], str] = lambda text: text) -> None:
         self.root = root
         self.jsonl = root / "results.jsonl"
         self.redact = redact
+        declare(run_secret_envs(root))
 
     def task_path(self, result: TaskResult) -> Path:
         return self.root / "tasks" / slug(result.model) / f"{slug(result.task_id)}.r{result.repeat}.json"
