@@ -29,6 +29,8 @@ def _literal(text: str) -> Any:
     """JSON first, then a Python literal (MCP-Atlas claims use single quotes)."""
     try:
         return json.loads(text)
+    except RecursionError as exc:
+        raise FieldError("nested too deeply") from exc
     except ValueError:
         pass
     try:
