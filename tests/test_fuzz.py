@@ -8,7 +8,9 @@ from fuzz.fuzz_validate import FORMATS, fuzz
 def test_500_mutated_task_and_run_files_give_clear_errors_only() -> None:
     report = fuzz(cases=500, seed=20261123)
     summary = "\n".join(report.lines())
-    failures = "\n".join(f"case {c.index} ({c.fmt}) {o.kind}: {o.detail[-400:]}" for c, o in report.failures[:5])
+    failures = "\n".join(
+        f"case {c.index} ({c.fmt}) {o.kind}: {o.detail[-400:]}" for c, o in report.failures[:5]
+    )
     assert report.ok, f"{summary}\n{failures}"
     assert report.cases == 500 and set(report.by_format) == set(FORMATS)
     # The mutations really are bad input: most cases are rejected, each with a clear error.

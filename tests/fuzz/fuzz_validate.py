@@ -43,23 +43,13 @@ import yaml
 
 from atlasrun.cli import main as atlas
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, also when run as a script
+from conftest import SUM_TASK
+
 FORMATS = ("csv", "jsonl", "parquet", "yaml", "json", "run")
 ROW_ERROR = re.compile(r"^error: (?P<file>[^ ]+) (row|line|task) \d+: field .+: .+")
 
-NATIVE_TASK: dict[str, Any] = {
-    "id": "sum-numbers",
-    "prompt": "What is the sum of the numbers listed in /data/numbers.txt?",
-    "domain": "Analytics",
-    "enabled_tools": ["filesystem_read_text_file", "filesystem_list_directory", "calculator_calculate"],
-    "distractors": ["filesystem_list_directory"],
-    "claims": ["The sum of the numbers is 42"],
-    "reference_answer": "The sum of the numbers is 42.",
-    "limits": {"max_turns": 5, "tool_timeout_s": 10},
-    "reference_trajectory": [
-        {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]},
-        {"calls": [{"name": "calculator_calculate", "arguments": {"expression": "12+30"}}]},
-    ],
-}
+NATIVE_TASK: dict[str, Any] = {**SUM_TASK, "limits": {"max_turns": 5, "tool_timeout_s": 10}}
 TRAJECTORY = [
     {
         "role": "assistant",

@@ -48,9 +48,9 @@ class _StrictLoader(yaml.SafeLoader):
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self.depth -= 1
 

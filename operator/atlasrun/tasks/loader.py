@@ -142,8 +142,16 @@ def _check_trajectory_tools(task: Task, field_name: str) -> None:
             raise _RowError(field_name, f"calls unknown tool {call.name!r} (not in the enabled tools)")
 
 
-TEXT_FIELDS = ("id", "prompt", "domain", "reference_answer", "claims", "enabled_tools", "distractors")
-TEXT_FIELDS += ATLAS_COLUMNS
+TEXT_FIELDS = (
+    "id",
+    "prompt",
+    "domain",
+    "reference_answer",
+    "claims",
+    "enabled_tools",
+    "distractors",
+    *ATLAS_COLUMNS,
+)
 # Where task fields sit in a native file: a list of tasks, or a mapping with ``tasks:``.
 _TASK_TEXT_PATHS = [
     (*prefix, name, *item)
