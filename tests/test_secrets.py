@@ -21,6 +21,7 @@ import pytest
 from atlasrun.redact import MASK, scrub, variants
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from conftest import SUM_TASK, write_run, write_tasks
+from test_run_task import BUCKET, pod_env, run_task, s3, sidecar  # noqa: F401 - fixtures
 
 # The cores contain no character any encoding changes: finding one means a leak in some form.
 MODEL_CORE, JUDGE_CORE = "SNTLmodel7f3a9d2e", "SNTLjudge41c8e5a0"
@@ -124,3 +125,36 @@ def test_sentinel_secrets_appear_nowhere(tmp_path: Path, data_dir: Path) -> None
         if core in text
     ]
     assert leaks == []
+
+
+@pytest.mark.servers
+def test_sentinel_never_reaches_s3_objects_or_the_pod_summary(
+    tmp_path: Path,
+    s3: Any,  # noqa: F811
+    sidecar: int,  # noqa: F811
+) -> None:
+    """``atlas run-task`` (cluster mode): the provider's 401 echoes the key; nothing stored or
+    printed carries it (S3 objects, termination message, output, the pod's work dir)."""
+    with ScriptedProvider(echo_401(MODEL_KEY)) as provider:
+        env = pod_env(tmp_path, s3, provider, sidecar, SOLVER_KEY=MODEL_KEY)
+        proc = run_task(env)
+    assert provider.requests, proc.stderr
+    client = s3.client()
+    objects = {
+        o["Key"]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read().decode()
+        for o in client.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    }
+    assert objects, proc.stderr  # the error result was stored
+    assert any(f"Incorrect API key provided: {MASK}" in body for body in objects.values())
+    texts = {
+        **objects,
+        "stdout": proc.stdout,
+        "stderr": proc.stderr,
+        "termination": Path(env["ATLAS_TERMINATION_PATH"]).read_text(),
+        **{
+            str(p): p.read_text("utf-8", "replace")
+            for p in Path(env["ATLAS_WORK_DIR"]).rglob("*")
+            if p.is_file()
+        },
+    }
+    assert [where for where, text in texts.items() if MODEL_CORE in text] == []

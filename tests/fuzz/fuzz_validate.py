@@ -228,18 +228,18 @@ def _csv_bytes(rows: list[Any]) -> bytes:
 
 def _parquet_bytes(rows: list[Any], rng: random.Random) -> bytes:
     records = [r for r in rows if isinstance(r, dict)] or [{}]
-    sink = io.BytesIO()
-    try:
-        # Mixed types in a column fail to convert: then store everything as text, or as the raw type.
-        table = pa.Table.from_pylist(records)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        table = pa.Table.from_pylist(
-            [{str(k): json.dumps(v, default=str) for k, v in r.items()} for r in records]
-        )
-    if rng.random() < 0.2:  # a binary column with invalid UTF-8 where text belongs
-        table = table.append_column("PROMPT_BYTES", pa.array([b"\xff\xfe"] * table.num_rows, pa.binary()))
-    pq.write_table(table, sink)
-    return sink.getvalue()
+    as_text = [{str(k): json.dumps(v, default=str) for k, v in r.items()} for r in records]
+    for attempt in (records, as_text):  # mixed or unwritable types: store the values as text
+        try:
+            table = pa.Table.from_pylist(attempt)
+            if rng.random() < 0.2:  # a binary column with invalid UTF-8 where text belongs
+                table = table.append_column("PROMPT", pa.array([b"\xff\xfe"] * table.num_rows, pa.binary()))
+            sink = io.BytesIO()
+            pq.write_table(table, sink)
+            return sink.getvalue()
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            continue
+    return b"PAR1 not parquet"
 
 
 def _dump(fmt: str, doc: Any, rng: random.Random) -> bytes:
