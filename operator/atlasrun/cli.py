@@ -14,24 +14,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atlasrun.commands import COMMANDS
+from atlasrun.redact import ScrubbingStream
 
 if TYPE_CHECKING:
     from atlasrun.runspec.run import RunSpec
 
 
 def _is_run_file(path: Path) -> bool:
-    import yaml
+    from atlasrun.errors import InputError
+    from atlasrun.tasks.documents import decode, load_yaml
 
     if path.suffix.lower() not in (".yaml", ".yml"):
         return False
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        doc = load_yaml(decode(path.read_bytes(), str(path)), str(path))
+    except (OSError, InputError):
         return False
     return isinstance(doc, dict) and (doc.get("kind") == "AtlasRun" or "spec" in doc)
 
 
 def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
+    from pydantic import ValidationError
+
+    from atlasrun.errors import InputError
+
+    try:
+        return _apply_overrides(spec, args)
+    except ValidationError as exc:
+        raise InputError.from_validation(exc, where="command line (--model/--judge)") from exc
+
+
+def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     from atlasrun.runspec.run import JudgeSpec, ModelSpec, TasksSource
 
     body = spec.spec
@@ -287,7 +300,18 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(_command_of(argv)).parse_args(argv)
+    # Everything the CLI (and litellm's logging) prints goes through the secret masking.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (s if isinstance(s, ScrubbingStream) else ScrubbingStream(s) for s in streams)
+    try:
+        return _dispatch(build_parser(_command_of(argv)).parse_args(argv))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     from atlasrun.errors import AtlasError
 
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from pydantic import ValidationError
 
 
@@ -20,6 +22,19 @@ class InputError(AtlasError):
     @classmethod
     def from_validation(cls, exc: ValidationError, where: str) -> InputError:
         return cls(format_validation(exc), where=where)
+
+
+class StorageError(AtlasError):
+    """A results file could not be written (disk full, name too long, read-only, ...)."""
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        self.path = str(path)
+        self.errno = exc.errno
+        reason = exc.strerror or str(exc)
+        hint = ""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            hint = "; finished results are kept: free space and run the same command again to resume"
+        super().__init__(f"cannot write {self.path}: {reason}{hint}")
 
 
 def format_validation(exc: ValidationError) -> str:

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from atlasrun.redact import scrub
+
 MAX_RETRY_AFTER_S = 300.0
 
 
@@ -48,9 +50,10 @@ def retryable() -> tuple[type[BaseException], ...]:
 class ProviderError(RuntimeError):
     """The provider failed after all retries (or with a non-retryable error)."""
 
-    def __init__(self, message: str, retries: int) -> None:
+    def __init__(self, message: str, retries: int, timed_out: bool = False) -> None:
         super().__init__(message)
         self.retries = retries
+        self.timed_out = timed_out  # the last attempt hung past its timeout (an infrastructure fault)
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,9 @@ async def complete(
         except retry_on as exc:
             if attempt >= retries:
                 raise ProviderError(
-                    f"{type(exc).__name__} after {attempt} retries: {_short(exc)}", attempt
+                    f"{type(exc).__name__} after {attempt} retries: {_short(exc)}",
+                    attempt,
+                    timed_out=isinstance(exc, litellm.Timeout),
                 ) from exc
             await asyncio.sleep(backoff_s(attempt, backoff_base_s, exc))
             attempt += 1
@@ -170,5 +175,6 @@ async def complete(
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).replace("\n", " ")
+    # Masked before it is cut: a provider's error body may echo the key, and half a key is a leak.
+    text = scrub(str(exc)).replace("\n", " ")
     return text if len(text) <= limit else text[:limit] + "..."

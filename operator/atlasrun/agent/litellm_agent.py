@@ -20,6 +20,7 @@ from atlasrun.servers.surface import ToolSurface
 from atlasrun.tasks.model import Task
 
 PROVIDER_NOTE = "provider failed:"
+PROVIDER_TIMEOUT_NOTE = "provider timed out:"
 
 
 class LiteLLMAgent:
@@ -34,11 +35,19 @@ class LiteLLMAgent:
         if self.system_prompt:
             transcript.messages.append({"role": "system", "content": self.system_prompt})
         transcript.messages.append({"role": "user", "content": task.prompt})
+        waiting = [False]  # set while a provider call is in flight
         try:
             async with asyncio.timeout(limits.task_timeout_s):
-                await self._loop(transcript, surface, limits, started)
+                await self._loop(transcript, surface, limits, started, waiting)
         except TimeoutError:
-            transcript.stop_reason = "task_timeout"
+            if waiting[0]:
+                # The budget ran out inside a provider call: the provider hung, not the model failed.
+                transcript.stop_reason = "provider_timeout"
+                transcript.notes.append(
+                    f"{PROVIDER_TIMEOUT_NOTE} no response within the task timeout ({limits.task_timeout_s:g} s)"
+                )
+            else:
+                transcript.stop_reason = "task_timeout"
         transcript.calls = list(surface.calls)
         transcript.infra_errors = list(surface.infra_errors)
         transcript.final_answer = last_text(transcript.messages)
@@ -46,25 +55,34 @@ class LiteLLMAgent:
         return transcript
 
     async def _loop(
-        self, transcript: Transcript, surface: ToolSurface, limits: Limits, started: float
+        self,
+        transcript: Transcript,
+        surface: ToolSurface,
+        limits: Limits,
+        started: float,
+        waiting: list[bool],
     ) -> None:
         tools = surface.openai_tools()
         for _ in range(limits.max_turns):
             record = ModelCallRecord(started_s=time.perf_counter() - started)
             transcript.model_calls.append(record)
+            waiting[0] = True
             try:
                 completion = await complete(
                     self.endpoint,
                     transcript.messages,
                     retries=limits.provider_retries,
                     backoff_base_s=limits.retry_backoff_s,
+                    timeout_s=limits.provider_timeout_s,
                     **({"tools": tools} if tools else {}),
                 )
             except ProviderError as exc:
+                waiting[0] = False
                 record.error, record.retries = str(exc), exc.retries
-                transcript.stop_reason = "provider_error"
-                transcript.notes.append(f"{PROVIDER_NOTE} {exc}")
+                transcript.stop_reason = "provider_timeout" if exc.timed_out else "provider_error"
+                transcript.notes.append(f"{PROVIDER_TIMEOUT_NOTE if exc.timed_out else PROVIDER_NOTE} {exc}")
                 return
+            waiting[0] = False  # (left set when the task's timeout cancels the call)
             record.elapsed_s, record.retries = completion.elapsed_s, completion.retries
             record.prompt_tokens, record.completion_tokens = (
                 completion.prompt_tokens,

@@ -14,6 +14,7 @@ StopReason = Literal[
     "max_tool_calls",
     "task_timeout",
     "provider_error",  # provider kept failing after retries
+    "provider_timeout",  # provider did not answer in time (per call after retries, or the task's budget)
     "infra_error",  # a server failed at transport level
     "replayed",  # replay agent finished the reference trajectory
 ]

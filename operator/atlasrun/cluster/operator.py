@@ -37,6 +37,7 @@ from atlasrun.cluster.manifests import (
 from atlasrun.cluster.reconcile import JobState, decide, parse_summary
 from atlasrun.cluster.store import StoreError, download
 from atlasrun.errors import AtlasError, format_validation
+from atlasrun.redact import scrub
 from atlasrun.runspec.run import API_VERSION, RunSpecBody
 from atlasrun.servers.catalog import Catalog, ServerSpec, load_catalog
 from atlasrun.servers.selection import enabled_servers, task_servers
@@ -166,7 +167,7 @@ def _condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, Any]
         "type": kind,
         "status": "True" if ok else "False",
         "reason": reason,
-        "message": message[:1000],
+        "message": scrub(message)[:1000],
         "lastTransitionTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
@@ -175,7 +176,7 @@ def _blocked(patch: kopf.Patch, body: Any, reason: str, message: str) -> None:
     patch.status["phase"] = "Blocked"
     patch.status["conditions"] = [_condition("Ready", False, reason, message)]
     if (body.get("status") or {}).get("phase") != "Blocked":
-        kopf.warn(body, reason=reason, message=message)
+        kopf.warn(body, reason=reason, message=scrub(message))
     metrics.run_phase(body["metadata"]["name"], "Blocked")
 
 
@@ -346,7 +347,7 @@ def reconcile(
         )
     for key, record in decision.newly_recorded.items():
         if record["s"] == "error":
-            kopf.warn(body, reason="TaskError", message=f"{key}: {record.get('r')}")
+            kopf.warn(body, reason="TaskError", message=scrub(f"{key}: {record.get('r')}"))
 
 
 def _servers_for(tasks: list[Task], catalog: Catalog, enabled: set[str]) -> list[ServerSpec]:

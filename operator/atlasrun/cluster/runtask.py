@@ -60,9 +60,9 @@ from atlasrun.cluster.store import (
     StoreError,
 )
 from atlasrun.errors import InputError
+from atlasrun.redact import Redactor
 from atlasrun.runner.engine import Engine, Item
 from atlasrun.runner.plan import Plan, plan_run
-from atlasrun.runner.redact import Redactor
 from atlasrun.runspec.run import RunSpec, TasksSource, load_run_spec
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import Catalog

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from atlasrun.errors import InputError
+from atlasrun.redact import scrub
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import task_record_name
 
@@ -287,7 +288,7 @@ class S3Results:
             lambda: self._client.put_object(
                 Bucket=self.location.bucket,
                 Key=key,
-                Body=text.encode("utf-8"),
+                Body=scrub(text).encode("utf-8"),
                 ContentType="application/json",
             ),
         )

@@ -27,6 +27,7 @@ from atlasrun.diagnostics.aggregate import (
 from atlasrun.diagnostics.model import DETERMINISTIC, Diagnosis
 from atlasrun.diagnostics.store import SUMMARY_FILE, DiagnosesLog
 from atlasrun.errors import InputError
+from atlasrun.redact import declare
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import ResultsDir
 
@@ -107,6 +108,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             f"environment variable {args.judge_api_key_env} is not set", where="--judge-api-key-env"
         )
     from atlasrun.diagnostics.judge import make_diagnoser
+
+    declare([args.judge_api_key_env])
 
     diagnoser = make_diagnoser(args.judge, args.judge_api_base, args.judge_api_key_env, retries=args.retries)
     outcome = asyncio.run(

@@ -15,6 +15,7 @@ from typing import Any
 from atlasrun.judge.base import LABEL_SCORES, ClaimVerdict, JudgeInfo
 from atlasrun.judge.prompt import CLAIM_JUDGE_PROMPT, PROMPT_SHA256, PROMPT_VERSION
 from atlasrun.provider import Endpoint, ProviderError, complete
+from atlasrun.redact import scrub
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -27,7 +28,7 @@ def extract_json_object(text: str) -> dict[str, Any]:
     """The JSON object in an LLM judge's reply (code fences and chatter around it are tolerated)."""
     match = _JSON_OBJECT.search(text or "")
     if not match:
-        raise JudgeOutputError(f"no JSON object in judge output: {(text or '')[:120]!r}")
+        raise JudgeOutputError(f"no JSON object in judge output: {scrub(text or '')[:120]!r}")
     try:
         data: Any = json.loads(match.group(0))
     except ValueError as exc:

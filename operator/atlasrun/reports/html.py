@@ -18,6 +18,7 @@ from atlasrun.reports.data import FailureModes, ModelRow, ReportData, build_data
 from atlasrun.reports.drilldown import attr, drilldown, esc
 from atlasrun.reports.page import CSS, SCRIPT
 from atlasrun.scoring.stats import Estimate
+from atlasrun.scoring.store import atomic_write
 
 FILENAME = "report.html"
 BREAKDOWN_TITLES = {"domain": "Domain", "category": "Interaction category", "server": "Server"}
@@ -392,9 +393,7 @@ def render(data: ReportData) -> str:
 def write_report(data: ReportData, out_dir: Path) -> Path:
     """Render ``data`` to ``out_dir/report.html`` (atomically) and return its path."""
     path = out_dir / FILENAME
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render(data), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, render(data))
     return path
 
 

@@ -10,6 +10,7 @@ stops the run.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from collections.abc import Callable
@@ -17,15 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from atlasrun.agent.base import Agent
-from atlasrun.agent.litellm_agent import PROVIDER_NOTE, LiteLLMAgent
+from atlasrun.agent.litellm_agent import PROVIDER_NOTE, PROVIDER_TIMEOUT_NOTE, LiteLLMAgent
 from atlasrun.agent.replay import ReplayAgent
 from atlasrun.agent.transcript import Transcript
+from atlasrun.errors import StorageError
 from atlasrun.judge.base import Judge
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.judge.llm import LLMJudge
 from atlasrun.provider import Endpoint
+from atlasrun.redact import Redactor, declare
 from atlasrun.runner.plan import Plan
-from atlasrun.runner.redact import Redactor
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec
 from atlasrun.scoring.claims import judge_task
 from atlasrun.scoring.result import ErrorKind, TaskResult
@@ -84,7 +86,8 @@ class Engine:
         self.plan = plan
         secrets = [m.api_key_env for m in self.body.models] + [j.api_key_env for j in self.body.judges]
         secrets += [name for server in plan.catalog.servers for name in server.secrets]
-        self.store = ResultsDir(out, Redactor([s for s in secrets if s]))
+        declare(secrets)  # every writer in this process masks them (logs, diagnoses, report)
+        self.store = ResultsDir(out, Redactor(secrets))
         self.data_dir = data_dir
         self.on_result = on_result or (lambda r: None)
         self.agents = {m.name: make_agent(m) for m in self.body.models}
@@ -150,13 +153,30 @@ class Engine:
             await self._record(result)
 
         try:
-            await asyncio.gather(*(one(i) for i in items))
+            async with asyncio.TaskGroup() as group:
+                for item in items:
+                    group.create_task(one(item))
+        except BaseExceptionGroup as failed:
+            # A results write failed (disk full, read-only): stop the run, with that clear error.
+            storage = failed.subgroup(StorageError)
+            if storage is not None:
+                raise storage.exceptions[0] from None
+            raise
         finally:
             await self.manager.close()
 
     async def _record(self, result: TaskResult) -> None:
         async with self._write_lock:
-            await asyncio.to_thread(self.store.append, result)
+            try:
+                await asyncio.to_thread(self.store.append, result)
+            except StorageError as exc:
+                if exc.errno != errno.ENAMETOOLONG:
+                    raise
+                # This item's own file name is unusable: record the verdict as an error, run the rest.
+                result = result.model_copy(
+                    update={"status": "error", "reason": f"storage: {exc}", "coverage": None, "passed": None}
+                )
+                await asyncio.to_thread(self.store.append_verdict, result)
         self.on_result(result)
 
     def _base(self, item: Item, **fields: object) -> TaskResult:
@@ -249,6 +269,18 @@ class Engine:
             note = next((n for n in transcript.notes if n.startswith(PROVIDER_NOTE)), PROVIDER_NOTE)
             return self._base(
                 item, status="error", error_kind=ErrorKind.PROVIDER, reason=f"provider: {note}", **measured
+            )
+        if transcript.stop_reason == "provider_timeout":
+            # An infrastructure fault, never a score: excluded from scoring and retried on resume.
+            note = next(
+                (n for n in transcript.notes if n.startswith(PROVIDER_TIMEOUT_NOTE)), PROVIDER_TIMEOUT_NOTE
+            )
+            return self._base(
+                item,
+                status="error",
+                error_kind=ErrorKind.PROVIDER_TIMEOUT,
+                reason=f"provider_timeout: {note}",
+                **measured,
             )
         primary, *others = await judge_task(
             self.judges, item.task.claims, transcript.final_answer, self.body.pass_threshold

@@ -15,7 +15,7 @@ from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.progress import Progress
 from atlasrun.runner.record import RUN_FILE, RunRecord
-from atlasrun.runspec.run import RunSpec
+from atlasrun.runspec.run import RunSpec, check_output_path
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
 from atlasrun.scoring.store import ResultsDir
@@ -34,7 +34,7 @@ class RunOutcome:
 
 def output_dir(spec: RunSpec, out: str | None) -> Path:
     if out:
-        return Path(out)
+        return Path(check_output_path(out, "--out"))
     if spec.spec.output.dir:
         return spec.resolve(spec.spec.output.dir)
     return Path("runs") / spec.metadata.name

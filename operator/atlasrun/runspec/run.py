@@ -7,17 +7,58 @@ A run file is a Kubernetes-style manifest (``apiVersion``, ``kind: AtlasRun``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from atlasrun.errors import InputError
 from atlasrun.servers.catalog import Egress, ServerSpec
+from atlasrun.tasks.documents import decode, load_yaml
 from atlasrun.tasks.model import TaskLimits
 
 API_VERSION = "atlasrun.dev/v1alpha1"
+MAX_NAME_LEN = 200
+
+
+def _path_safe(name: str) -> str:
+    """A name that becomes part of a path (results folders, object keys): never '.', '..', a
+    separator-only or hidden name, nor control characters."""
+    if not name.strip() or name != name.strip():
+        raise ValueError("must not be blank or start/end with whitespace")
+    if len(name) > MAX_NAME_LEN:
+        raise ValueError(f"longer than {MAX_NAME_LEN} characters")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise ValueError("must not contain control characters")
+    if not name.strip("./\\") or name.startswith("."):
+        raise ValueError(f"{name!r} is not a usable name (it would be a path like '.' or '..')")
+    return name
+
+
+def _folder_name(name: str) -> str:
+    """A run name: one path segment (it names the default results folder runs/NAME)."""
+    _path_safe(name)
+    if "/" in name or "\\" in name:
+        raise ValueError("must not contain '/' or '\\' (it names a folder)")
+    return name
+
+
+def _inside(path: str | None) -> str | None:
+    """A relative output path must stay inside its base folder (no '..' escapes)."""
+    if path is not None and ".." in Path(path).parts:
+        raise ValueError(f"{path!r} climbs out of its folder with '..'; give an absolute path instead")
+    return path
+
+
+def check_output_path(path: str, where: str) -> str:
+    """``--out`` obeys the rule of ``spec.output.dir``."""
+    try:
+        return _inside(path) or path
+    except ValueError as exc:
+        raise InputError(str(exc), where=where) from exc
+
+
+SafeName = Annotated[str, AfterValidator(_path_safe)]
 
 
 class _Spec(BaseModel):
@@ -41,7 +82,7 @@ class TasksSource(_Spec):
 
 
 class ModelSpec(_Spec):
-    name: str = Field(min_length=1)  # display name, unique in the run
+    name: SafeName  # display name, unique in the run
     model: str | None = None  # litellm model id; defaults to name ("replay" is built in)
     params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
     api_base: str | None = None
@@ -61,7 +102,7 @@ class SecretKeyRef(_Spec):
 
 
 class JudgeSpec(_Spec):
-    name: str = Field(min_length=1)
+    name: SafeName
     model: str | None = None  # litellm model id for LLM judges; None for "deterministic"
     params: dict[str, Any] = Field(default_factory=dict)
     api_base: str | None = None
@@ -86,6 +127,8 @@ class Limits(_Spec):
     max_tool_calls: int = Field(default=100, ge=1)
     tool_timeout_s: float = Field(default=60.0, gt=0, alias="toolTimeoutSeconds")
     task_timeout_s: float = Field(default=900.0, gt=0, alias="taskTimeoutSeconds")
+    # One provider call (each attempt); a call that hangs past it is retried, then a provider_timeout.
+    provider_timeout_s: float = Field(default=600.0, gt=0, alias="providerTimeoutSeconds")
     tool_output_chars: int = Field(default=20_000, ge=100)
     server_start_timeout_s: float = Field(default=60.0, gt=0, alias="serverStartTimeoutSeconds")
     provider_retries: int = Field(default=6, ge=0)
@@ -103,7 +146,7 @@ class Limits(_Spec):
 
 
 class OutputSpec(_Spec):
-    dir: str | None = None  # local results directory
+    dir: Annotated[str | None, AfterValidator(_inside)] = None  # local results directory
     bucket: str | None = None  # cluster mode: S3 bucket
     prefix: str = ""
     credentials_secret: str | None = None
@@ -151,7 +194,7 @@ class RunSpecBody(_Spec):
 
 
 class Metadata(_Spec):
-    name: str = "run"
+    name: Annotated[str, AfterValidator(_folder_name)] = "run"
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
 
@@ -169,14 +212,24 @@ class RunSpec(_Spec):
         return path if path.is_absolute() else (self.base_dir / path)
 
 
+# Plain scalars that stay text in a run file (``name: 010`` is "010", not 8).
+RUN_TEXT_PATHS = [
+    ("metadata", "name"),
+    *(("spec", kind, "*", key) for kind in ("models", "judges") for key in ("name", "model")),
+    ("spec", "tasks", "ids", "*"),
+    ("spec", "tasks", "path"),
+    ("spec", "output", "dir"),
+    ("spec", "dataDir"),
+]
+
+
 def load_run_spec(path: str | Path) -> RunSpec:
     source = Path(path)
     try:
-        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+        data = source.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read run file: {exc.strerror}", where=str(source)) from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", where=str(source)) from exc
+        raise InputError(f"cannot read run file: {exc.strerror or exc}", where=str(source)) from exc
+    raw = load_yaml(decode(data, str(source)), str(source), RUN_TEXT_PATHS)
     if not isinstance(raw, dict):
         raise InputError("a run file is a mapping with apiVersion, kind, metadata, spec", where=str(source))
     try:

@@ -8,6 +8,7 @@ line per key wins: ``scored`` and ``excluded`` are kept, ``error`` is redone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from atlasrun.agent.transcript import Transcript
+from atlasrun.errors import StorageError
+from atlasrun.redact import declare, scrub
 from atlasrun.scoring.records import M, VersionedRecord
 from atlasrun.scoring.result import TaskResult
 
@@ -45,25 +48,28 @@ def load_latest(path: Path, model: type[M], key: Callable[[M], K]) -> dict[K, M]
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append one record durably.
+    """Append one record durably, secrets masked.
 
     A last line without its newline is kept (newline added) when it parses as a JSON object, and
     cut only when it does not (a write torn by a kill), so a torn line is the only casualty. Only
-    the tail is read, never the whole file.
+    the tail is read, never the whole file. A failed write raises ``StorageError`` naming the file.
     """
-    with path.open("a+b") as fh:
-        end = fh.seek(0, os.SEEK_END)
-        if end:
-            fh.seek(end - 1)
-            if fh.read(1) != b"\n":
-                start, tail = _last_line(fh, end)
-                if _is_record(tail):
-                    fh.write(b"\n")
-                else:
-                    fh.truncate(start)
-        fh.write(line.rstrip("\n").encode("utf-8") + b"\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with path.open("a+b") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            if end:
+                fh.seek(end - 1)
+                if fh.read(1) != b"\n":
+                    start, tail = _last_line(fh, end)
+                    if _is_record(tail):
+                        fh.write(b"\n")
+                    else:
+                        fh.truncate(start)
+            fh.write(scrub(line.rstrip("\n")).encode("utf-8") + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise StorageError(path, exc) from exc
 
 
 def _last_line(fh: Any, end: int) -> tuple[int, bytes]:
@@ -114,11 +120,29 @@ def _v1_task_record_name(model: str, task_id: str, repeat: int) -> str:
     return f"tasks/{slug(model)}/{slug(task_id)}.r{repeat}.json"
 
 
+def run_secret_envs(root: Path) -> list[str]:
+    """The secret env var names the run in ``root`` declared (models', judges', servers' secrets),
+    from its run.json: later commands on the directory (diagnose, report) mask them too."""
+    try:
+        record = json.loads((root / "run.json").read_text(encoding="utf-8"))
+        body = record["spec"]["spec"]
+        names = [entry.get("apiKeyEnv") for kind in ("models", "judges") for entry in body.get(kind) or []]
+        names += [
+            name
+            for server in (body.get("servers") or {}).get("inline") or []
+            for name in server.get("secrets") or []
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [n for n in names if isinstance(n, str) and n]
+
+
 class ResultsDir:
     def __init__(self, root: Path, redact: Callable[[str], str] = lambda text: text) -> None:
         self.root = root
         self.jsonl = root / "results.jsonl"
         self.redact = redact
+        declare(run_secret_envs(root))
 
     def task_path(self, result: TaskResult) -> Path:
         return self.root / task_record_name(result.model, result.task_id, result.repeat)
@@ -151,8 +175,15 @@ class ResultsDir:
 
     def append(self, result: TaskResult) -> None:
         path = self.task_path(result)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(path.parent, exc) from exc
         atomic_write(path, self.redact(result.model_dump_json(indent=1)))
+        self.append_verdict(result)
+
+    def append_verdict(self, result: TaskResult) -> None:
+        """Only the results.jsonl line (no per-task file)."""
         append_line(self.jsonl, self.redact(result.model_dump_json(exclude={"task", "transcript"})))
 
     def write_record(self, name: str, record: VersionedRecord) -> Path:
@@ -168,6 +199,12 @@ class ResultsDir:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` (secrets masked) to ``path`` via a temporary file: readers never see half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(scrub(text), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise StorageError(path, exc) from exc

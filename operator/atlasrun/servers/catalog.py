@@ -17,12 +17,12 @@ import re
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from atlasrun.errors import InputError
 from atlasrun.naming import validate_server_name
+from atlasrun.tasks.documents import decode, load_yaml
 
 DEFAULT_CATALOG = Path(__file__).with_name("catalog.yaml")
 _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
@@ -140,9 +140,10 @@ class Catalog(BaseModel):
 def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
     source = Path(path) if path else DEFAULT_CATALOG
     try:
-        raw = yaml.safe_load(source.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read server catalog: {exc}", where=str(source)) from exc
+        data = source.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read server catalog: {exc.strerror or exc}", where=str(source)) from exc
+    raw = load_yaml(decode(data, str(source)), str(source))
     try:
         return Catalog.model_validate(raw)
     except ValidationError as exc:

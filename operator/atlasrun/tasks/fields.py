@@ -11,7 +11,10 @@ import json
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 from atlasrun import naming
+from atlasrun.errors import format_validation
 from atlasrun.tasks.model import RefCall, RefTurn
 
 
@@ -26,6 +29,8 @@ def _literal(text: str) -> Any:
     """JSON first, then a Python literal (MCP-Atlas claims use single quotes)."""
     try:
         return json.loads(text)
+    except RecursionError as exc:
+        raise FieldError("nested too deeply") from exc
     except ValueError:
         pass
     try:
@@ -113,6 +118,13 @@ def tool_text(content: Any) -> tuple[str, bool]:
 
 def parse_openai_trajectory(value: Any) -> list[RefTurn]:
     """TRAJECTORY: OpenAI-format assistant/tool messages -> reference turns."""
+    try:
+        return _openai_trajectory(value)
+    except ValidationError as exc:
+        raise FieldError(format_validation(exc)) from exc
+
+
+def _openai_trajectory(value: Any) -> list[RefTurn]:
     messages = _literal(value) if isinstance(value, str) else value
     if _is_array(messages):
         messages = messages.tolist()
@@ -166,7 +178,10 @@ def parse_native_trajectory(value: Any) -> list[RefTurn]:
     for i, item in enumerate(value):
         if not isinstance(item, dict):
             raise FieldError(f"turn {i} is not an object")
-        turn = RefTurn.model_validate(item if "calls" in item else {"calls": [item]})
+        try:
+            turn = RefTurn.model_validate(item if "calls" in item else {"calls": [item]})
+        except ValidationError as exc:
+            raise FieldError(f"turn {i}: {format_validation(exc)}") from exc
         for call in turn.calls:
             check_tool_name(call.name)
         turns.append(turn)

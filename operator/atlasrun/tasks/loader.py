@@ -7,17 +7,17 @@ field, and every good row still loads.
 from __future__ import annotations
 
 import csv
-import json
+import io
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from atlasrun.errors import InputError, format_validation
+from atlasrun.tasks.documents import decode, load_json, load_yaml
 from atlasrun.tasks.fields import (
     FieldError,
     parse_claims,
@@ -61,14 +61,30 @@ def _field(row: dict[str, Any], name: str, parse: Any) -> Any:
 
 
 def _text(value: Any) -> str:
-    if value is None or not isinstance(value, str) or not value.strip():
+    if value is None:
+        raise FieldError("missing")
+    if not isinstance(value, str):
+        raise FieldError(f"expected text, got {type(value).__name__} {_preview(value)}")
+    if not value.strip():
         raise FieldError("empty")
     return value.strip()
 
 
+def _task_id(value: Any) -> str:
+    """Text, or a whole number written without quotes in JSON or Parquet (kept as its digits)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return _text(value)
+
+
+def _preview(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def atlas_row_to_task(row: dict[str, Any], where: str) -> Task:
     """One MCP-Atlas public-format row (TASK, PROMPT, ENABLED_TOOLS, GTFA_CLAIMS, TRAJECTORY)."""
-    task_id = _field(row, "TASK", lambda v: _text(str(v) if v is not None else None))
+    task_id = _field(row, "TASK", _task_id)
     prompt = _field(row, "PROMPT", _text)
     tools = _field(row, "ENABLED_TOOLS", parse_tool_list)
     claims = _field(row, "GTFA_CLAIMS", parse_claims)
@@ -90,7 +106,7 @@ def atlas_row_to_task(row: dict[str, Any], where: str) -> Task:
 def native_row_to_task(row: dict[str, Any], where: str) -> Task:
     """One native task object (lower-case keys; see README 'Task files')."""
     data = dict(row)
-    data["id"] = _field(data, "id", lambda v: _text(str(v) if v is not None else None))
+    data["id"] = _field(data, "id", _task_id)
     data["prompt"] = _field(data, "prompt", _text)
     data["enabled_tools"] = _field(data, "enabled_tools", parse_tool_list)
     data["claims"] = _field(data, "claims", parse_claims)
@@ -126,39 +142,111 @@ def _check_trajectory_tools(task: Task, field_name: str) -> None:
             raise _RowError(field_name, f"calls unknown tool {call.name!r} (not in the enabled tools)")
 
 
+TEXT_FIELDS = (
+    "id",
+    "prompt",
+    "domain",
+    "reference_answer",
+    "claims",
+    "enabled_tools",
+    "distractors",
+    *ATLAS_COLUMNS,
+)
+# Where task fields sit in a native file: a list of tasks, or a mapping with ``tasks:``.
+_TASK_TEXT_PATHS = [
+    (*prefix, name, *item)
+    for prefix in (("*",), ("tasks", "*"))
+    for name in TEXT_FIELDS
+    for item in ((), ("*",))
+]
+
+
+def _row_error(message: str) -> dict[str, Any]:
+    return {"__error__": message}
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    # Bad bytes stay in the text as surrogates, so one bad row is rejected by name, not the file.
+    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
+    csv.field_size_limit(sys.maxsize)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    number = 0
+    while True:
+        number += 1  # data rows count from 1 (the header is not a row)
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield number, _row_error(f"not valid CSV at line {reader.line_num}: {exc}")
+            continue
+        bad = [str(k) for k, v in row.items() if _has_bad_bytes(k) or _has_bad_bytes(v)]
+        if bad:
+            yield number, _row_error(f"field {', '.join(bad)}: not valid UTF-8")
+            continue
+        yield number, dict(row)
+
+
+def _has_bad_bytes(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_has_bad_bytes(v) for v in value)
+    return isinstance(value, str) and any("\udc80" <= ch <= "\udcff" for ch in value)
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, _row_error(f"line is not valid UTF-8 (byte {exc.start} of the line)")
+                continue
+            if not line.strip():
+                continue
+            try:
+                value = load_json(line, "")
+            except InputError as exc:
+                yield number, _row_error(f"line is {exc.message}")
+                continue
+            if not isinstance(value, dict):
+                yield number, _row_error(f"line is not a JSON object (got {type(value).__name__})")
+                continue
+            yield number, value
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"not a readable Parquet file: {exc}", where=str(path)) from exc
+    for number, row in enumerate(rows, start=1):
+        yield number, row if isinstance(row, dict) else _row_error("row is not a record")
+
+
 def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based row number, row) from any supported container."""
+    """Yield (1-based row number, row) from any supported container; a row that cannot be read
+    is yielded as ``{"__error__": why}``. A file that cannot be read at all raises ``InputError``."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        csv.field_size_limit(sys.maxsize)
-        with path.open(newline="", encoding="utf-8") as fh:
-            # Row numbers count data rows from 1 (the header is not a row).
-            for i, row in enumerate(csv.DictReader(fh), start=1):
-                yield i, dict(row)
+        yield from _csv_rows(path)
     elif suffix == ".jsonl":
-        with path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        yield i, json.loads(line)
-                    except ValueError as exc:
-                        yield i, {"__error__": f"line is not JSON: {exc}"}
+        yield from _jsonl_rows(path)
     elif suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
-            yield i, row
+        yield from _parquet_rows(path)
     elif suffix in (".yaml", ".yml", ".json"):
-        text = path.read_text(encoding="utf-8")
-        try:
-            doc = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise InputError(f"not valid {suffix[1:].upper()}: {exc}", where=str(path)) from exc
+        text = decode(path.read_bytes(), str(path))
+        if suffix == ".json":
+            doc = load_json(text, str(path))
+        else:
+            doc = load_yaml(text, str(path), _TASK_TEXT_PATHS)
         items = doc.get("tasks") if isinstance(doc, dict) else doc
         if not isinstance(items, list):
             raise InputError("expected a list of tasks or a mapping with 'tasks:'", where=str(path))
         for i, row in enumerate(items, start=1):
-            yield i, row if isinstance(row, dict) else {"__error__": "task is not a mapping"}
+            yield i, row if isinstance(row, dict) else _row_error("task is not a mapping")
     else:
         raise InputError(
             f"unsupported task file type {suffix!r} (use .csv, .jsonl, .parquet, .yaml, .json)",
@@ -170,6 +258,8 @@ def load_tasks(path: str | Path) -> TaskSet:
     source = Path(path)
     if not source.exists():
         raise InputError("task file not found", where=str(source))
+    if not source.is_file():
+        raise InputError("not a file", where=str(source))
     result = TaskSet()
     seen: dict[str, str] = {}
     label = (
@@ -177,7 +267,11 @@ def load_tasks(path: str | Path) -> TaskSet:
         if source.suffix.lower() in (".csv", ".parquet")
         else ("line" if source.suffix.lower() == ".jsonl" else "task")
     )
-    for number, row in read_rows(source):
+    try:
+        rows = list(read_rows(source))
+    except OSError as exc:
+        raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
+    for number, row in rows:
         where = f"{source.name} {label} {number}"
         if "__error__" in row:
             result.rejected.append(Rejection(where, "(row)", row["__error__"]))
@@ -187,6 +281,10 @@ def load_tasks(path: str | Path) -> TaskSet:
             task = atlas_row_to_task(row, where) if is_atlas else native_row_to_task(row, where)
         except _RowError as exc:
             result.rejected.append(Rejection(where, exc.field, exc.message))
+            continue
+        except Exception as exc:  # a parser gap must still cost one row, never the file
+            message = f"internal error reading this row: {type(exc).__name__}: {exc}"
+            result.rejected.append(Rejection(where, "(row)", message[:500]))
             continue
         if task.id in seen:
             result.rejected.append(

@@ -4,7 +4,8 @@ The LLM provider is the one component that cannot be real offline. This server
 lets tests and benchmarks drive the agent and judge through litellm's real HTTP
 path: a *script* (a Python callable) maps each request body to a reply, which
 may be an assistant message, a tool call, an HTTP error with headers (429 +
-Retry-After), or garbage.
+Retry-After), garbage, or no answer at all (``Reply(hang=True)``: the request is
+held open until the server closes, like a provider that hangs).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     raw_body: str | None = None  # sent verbatim (error bodies, garbage)
+    hang: bool = False  # never answer: hold the connection until the server is closed
     prompt_tokens: int = 10
     completion_tokens: int = 5
 
@@ -85,6 +87,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = owner.script(body)
         except Exception as exc:
             reply = Reply(status=500, raw_body=json.dumps({"error": {"message": f"script error: {exc!r}"}}))
+        if reply.hang:
+            owner.closing.wait()
+            return
         payload = (
             reply.raw_body
             if reply.raw_body is not None
@@ -112,6 +117,7 @@ class ScriptedProvider:
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.closing = threading.Event()  # releases requests held by ``Reply(hang=True)``
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(
@@ -128,6 +134,7 @@ class ScriptedProvider:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()

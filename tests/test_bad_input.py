@@ -1,0 +1,248 @@
+"""Bad input: one bad row never sinks the file, and every error names the file, the row and the field.
+
+Each case here ended in a traceback or an aborted run before (issue 9, "Bad input").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from atlasrun.cli import main
+from atlasrun.errors import InputError
+from atlasrun.runner.local import run_local
+from atlasrun.runspec.run import load_run_spec
+from atlasrun.tasks.loader import load_tasks
+from conftest import SUM_TASK, write_run, write_tasks
+
+GOOD = {**SUM_TASK, "id": "good"}
+
+
+def _good_line() -> bytes:
+    return json.dumps(GOOD).encode() + b"\n"
+
+
+def test_jsonl_lines_that_are_not_objects_or_not_utf8_or_too_deep_are_rejected_by_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(
+        b"[1, 2]\n"
+        + b"42\n"
+        + b'"just a string"\n'
+        + b'{"id": "bad-\xff\xfe", "prompt": "x"}\n'
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"\n"
+        + _good_line()
+    )
+    loaded = load_tasks(path)
+    assert [t.id for t in loaded.tasks] == ["good"]
+    messages = [str(r) for r in loaded.rejected]
+    assert len(messages) == 5
+    assert messages[0].startswith("tasks.jsonl line 1: ") and "not a JSON object (got list)" in messages[0]
+    assert messages[1].startswith("tasks.jsonl line 2: ") and "(got int)" in messages[1]
+    assert messages[3].startswith("tasks.jsonl line 4: ") and "UTF-8" in messages[3]
+    assert messages[4].startswith("tasks.jsonl line 5: ") and "nested deeper" in messages[4]
+
+
+def test_deeply_nested_json_and_yaml_documents_are_clear_errors(tmp_path: Path) -> None:
+    deep_json = tmp_path / "tasks.json"
+    deep_json.write_text("[" * 100_000 + "]" * 100_000)
+    deep_yaml = tmp_path / "tasks.yaml"
+    deep_yaml.write_text("tasks:\n" + "- " * 5_000 + "x\n")
+    flow_yaml = tmp_path / "flow.yaml"
+    flow_yaml.write_text("[" * 100_000 + "]" * 100_000)
+    for path in (deep_json, deep_yaml, flow_yaml):
+        with pytest.raises(InputError) as caught:
+            load_tasks(path)
+        assert caught.value.where == str(path) and "nested deeper" in str(caught.value)
+
+
+def test_invalid_utf8_rejects_one_csv_row_and_names_the_line_of_a_yaml_file(tmp_path: Path) -> None:
+    csv_path = tmp_path / "tasks.csv"
+    header = b"TASK,PROMPT,ENABLED_TOOLS,GTFA_CLAIMS,TRAJECTORY\n"
+    row = b'%s,What is 1+1?,"[""calculator_calculate""]","[""2""]",\n'
+    csv_path.write_bytes(header + row % b"t-\xff" + row % b"t-ok")
+    loaded = load_tasks(csv_path)
+    assert [t.id for t in loaded.tasks] == ["t-ok"]
+    assert str(loaded.rejected[0]).startswith("tasks.csv row 1: ") and "TASK" in str(loaded.rejected[0])
+
+    yaml_path = tmp_path / "tasks.yaml"
+    yaml_path.write_bytes(b"tasks:\n  - id: a\n    prompt: caf\xe9\n")
+    with pytest.raises(InputError, match=r"not valid UTF-8 at line 3") as caught:
+        load_tasks(yaml_path)
+    assert caught.value.where == str(yaml_path)
+
+
+def test_corrupt_parquet_is_a_clear_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.parquet"
+    path.write_bytes(b"PAR1" + b"\x00garbage" * 100 + b"PAR1")
+    with pytest.raises(InputError, match="not a readable Parquet file") as caught:
+        load_tasks(path)
+    assert caught.value.where == str(path)
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(9)
+)
+
+
+def test_yaml_alias_bomb_is_refused_with_small_memory(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.yaml"
+    path.write_text(BOMB + "tasks: [{id: x, prompt: *j}]\n")
+    code = (
+        "import resource, sys\n"
+        "from atlasrun.tasks.loader import load_tasks\n"
+        "from atlasrun.errors import InputError\n"
+        "try:\n    load_tasks(sys.argv[1])\nexcept InputError as exc:\n    print(exc)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    message, max_rss_kb = done.stdout.strip().splitlines()
+    assert message.startswith(f"{path}: not valid YAML: aliases expand this document to ")
+    assert message.endswith("write the values out (line 1, column 1)")
+    assert int(max_rss_kb) < 200_000, f"loading an alias bomb took {int(max_rss_kb) // 1024} MB"
+    run_file = tmp_path / "run.yaml"  # run files too
+    run_file.write_text(BOMB + "spec: {models: [{name: *j}]}\n")
+    with pytest.raises(InputError, match="aliases"):
+        load_run_spec(run_file)
+
+
+def test_yaml_ids_and_text_keep_their_source_text(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.yaml"
+    base = yaml.safe_dump({k: v for k, v in GOOD.items() if k not in ("id", "prompt", "claims")})
+    entries = [
+        ("010", "010"),
+        ("NO", "NO"),
+        ("1e3", "1e3"),
+        ("0x1F", "0x1F"),
+    ]
+    docs = []
+    for raw, _ in entries:
+        body = "\n".join("  " + line for line in base.splitlines())
+        docs.append(f"- id: {raw}\n  prompt: 42\n  claims: [010, yes]\n{body}")
+    path.write_text("\n".join(docs) + "\n")
+    loaded = load_tasks(path)
+    assert loaded.rejected == []
+    assert [t.id for t in loaded.tasks] == [expect for _, expect in entries]
+    assert all(t.prompt == "42" and t.claims == ["010", "yes"] for t in loaded.tasks)
+    # Numbers inside tool arguments keep their types.
+    assert loaded.tasks[0].reference_trajectory[0].calls[0].arguments == {"path": "/data/numbers.txt"}
+
+
+def test_non_text_prompt_in_json_is_rejected_naming_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps([{**GOOD, "id": "p", "prompt": 42}, {**GOOD, "id": True}, GOOD]))
+    loaded = load_tasks(path)
+    assert [t.id for t in loaded.tasks] == ["good"]
+    assert [str(r) for r in loaded.rejected] == [
+        "tasks.json task 1: field prompt: expected text, got int 42",
+        "tasks.json task 2: field id: expected text, got bool True",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        ({"models": [{"name": ".."}]}, "spec.models.0.name"),
+        ({"models": [{"name": "replay"}], "judges": [{"name": "."}]}, "spec.judges.0.name"),
+        ({"models": [{"name": "replay"}], "output": {"dir": "../../elsewhere"}}, "spec.output.dir"),
+    ],
+)
+def test_path_unsafe_names_in_run_files_are_rejected(
+    tmp_path: Path, spec: dict[str, object], where: str
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.yaml", [GOOD])
+    run_file = tmp_path / "run.yaml"
+    run_file.write_text(yaml.safe_dump({"kind": "AtlasRun", "spec": {"tasks": {"path": str(tasks)}, **spec}}))
+    with pytest.raises(InputError) as caught:
+        load_run_spec(run_file)
+    assert caught.value.where == str(run_file) and where in str(caught.value)
+    run_file.write_text(
+        yaml.safe_dump(
+            {
+                "kind": "AtlasRun",
+                "metadata": {"name": "../up"},
+                "spec": {"tasks": {"path": str(tasks)}, "models": [{"name": "m"}]},
+            }
+        )
+    )
+    with pytest.raises(InputError, match=r"metadata\.name"):
+        load_run_spec(run_file)
+
+
+def test_cli_model_named_dotdot_and_out_escaping_are_clear_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_file = write_run(
+        tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", [GOOD]), [{"name": "replay"}]
+    )
+    assert main(["run", str(run_file), "--model", "..", "--out", str(tmp_path / "out")]) == 2
+    assert "--model" in capsys.readouterr().err
+    assert main(["run", str(run_file), "--out", "runs/../../x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out: ") and "'..'" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.servers
+def test_task_id_longer_than_a_file_name_never_aborts_the_run(tmp_path: Path, data_dir: Path) -> None:
+    long_id = "t" * 300
+    run_file = write_run(
+        tmp_path / "run.yaml",
+        write_tasks(tmp_path / "tasks.yaml", [{**GOOD, "id": long_id}, GOOD]),
+        [{"name": "replay"}],
+    )
+    for _ in range(2):  # the run and a resume
+        outcome = run_local(load_run_spec(run_file), tmp_path / "out", data_dir, progress=False)
+        by_id = {r.task_id: r for r in outcome.results}
+        assert by_id["good"].status == "scored" and by_id["good"].passed
+        assert long_id in by_id  # exact id kept in the record, whatever became of its file name
+        if by_id[long_id].status == "error":
+            assert "name too long" in (by_id[long_id].reason or "")
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    path.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+
+
+@pytest.mark.servers
+def test_full_disk_is_a_clear_error_and_the_run_resumes_after_space_is_freed(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    tasks = [{**GOOD, "id": f"task-{i:02d}"} for i in range(16)]
+    run_file = write_run(
+        tmp_path / "run.yaml", write_tasks(tmp_path / "tasks.yaml", tasks), [{"name": "replay"}]
+    )
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "48k")
+    try:
+        out = disk / "out"
+        cmd = [sys.executable, "-m", "atlasrun.cli", "run", str(run_file), "--data-dir", str(data_dir)]
+        cmd += ["--out", str(out), "--quiet"]
+        full = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert full.returncode == 2, full.stderr
+        assert "Traceback" not in full.stderr
+        error = full.stderr.strip().splitlines()[-1]
+        assert error.startswith(f"error: cannot write {out}/") and "No space left on device" in error
+        assert "run the same command again to resume" in error
+        subprocess.run(["mount", "-o", "remount,size=16m", str(disk)], check=True)
+        resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert resumed.returncode == 0, resumed.stderr
+        lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+        final = {r["task_id"]: r for r in lines}
+        assert sorted(final) == [t["id"] for t in tasks]
+        assert all(r["status"] == "scored" for r in final.values())
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

@@ -1,0 +1,160 @@
+"""The sentinel test: secrets never reach any file a run writes, nor the command's output.
+
+Every secret env var is set to a unique sentinel (one with ``"`` and ``\\``, one with URL/HTML
+specials). The run goes through a provider 401 whose body echoes the key, a model that prints both
+keys in its answer, a judge 401 echoing the judge key, then ``atlas diagnose`` (its judge 401s too)
+and ``atlas report``. Every file under the results directory and everything the commands printed
+is scanned for each sentinel's distinctive core (so any encoding, or half a key, is a hit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atlasrun.redact import MASK, scrub, variants
+from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
+from conftest import SUM_TASK, write_run, write_tasks
+from test_run_task import BUCKET, pod_env, run_task, s3, sidecar  # noqa: F401 - fixtures
+
+# The cores contain no character any encoding changes: finding one means a leak in some form.
+MODEL_CORE, JUDGE_CORE = "SNTLmodel7f3a9d2e", "SNTLjudge41c8e5a0"
+MODEL_KEY = f'sk-{MODEL_CORE}"quote\\back'
+JUDGE_KEY = f"jk-{JUDGE_CORE}&<b>%2F+ 100%"
+# Names that do not look secret: they are masked because the run declares them.
+MODEL_ENV, JUDGE_ENV = "ATLAS_SENTINEL_M", "ATLAS_SENTINEL_J"
+
+
+def echo_401(key: str) -> Any:
+    def script(body: dict[str, Any]) -> Reply:
+        error = {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error", "key": key}
+        return Reply(status=401, raw_body=json.dumps({"error": error}))
+
+    return script
+
+
+def leaky_answer(body: dict[str, Any]) -> Reply:
+    return Reply(content=f"I cannot sum that. Keys I know: {MODEL_KEY} and {JUDGE_KEY}")
+
+
+def test_redaction_masks_every_encoded_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_API_KEY", MODEL_KEY)
+    for form in variants(MODEL_KEY):
+        assert scrub(f"x {form} y") == f"x {MASK} y", form
+    double = json.dumps(json.dumps({"key": MODEL_KEY}))  # a JSON body quoted inside a JSON record
+    assert MODEL_CORE not in scrub(double)
+
+
+@pytest.mark.servers
+def test_sentinel_secrets_appear_nowhere(tmp_path: Path, data_dir: Path) -> None:
+    env = {**os.environ, MODEL_ENV: MODEL_KEY, JUDGE_ENV: JUDGE_KEY}
+    out = tmp_path / "out"
+    printed: list[str] = []
+
+    def atlas(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "atlasrun.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        printed.extend([done.stdout, done.stderr])
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    with (
+        ScriptedProvider(echo_401(MODEL_KEY)) as rejecting,
+        ScriptedProvider(leaky_answer) as leaky,
+        ScriptedProvider(echo_401(JUDGE_KEY)) as judge,
+    ):
+        models = [
+            {"name": name, "model": f"openai/{name}", "apiBase": provider.api_base, "apiKeyEnv": MODEL_ENV}
+            for name, provider in (("rejecting", rejecting), ("leaky", leaky))
+        ]
+        judges = [
+            {"name": "deterministic"},
+            {"name": "llm", "model": "openai/judge", "apiBase": judge.api_base, "apiKeyEnv": JUDGE_ENV},
+        ]
+        run_file = write_run(
+            tmp_path / "run.yaml",
+            write_tasks(tmp_path / "tasks.yaml", [SUM_TASK]),
+            models,
+            judges=judges,
+            limits={"retryBackoffSeconds": 0, "judgeRetries": 0},
+        )
+        atlas("run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet")
+        diagnosed = atlas(
+            "diagnose",
+            str(out),
+            "--judge",
+            "openai/diag",
+            "--judge-api-base",
+            judge.api_base,
+            "--judge-api-key-env",
+            JUDGE_ENV,
+            "--retries",
+            "0",
+        )
+        assert diagnosed.returncode == 0, diagnosed.stderr
+        assert atlas("report", str(out)).returncode == 0
+
+    # The faults really happened, and their text (with the key masked) was written.
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    by_model = {r["model"]: r for r in results}
+    assert by_model["rejecting"]["status"] == "error"
+    assert f"Incorrect API key provided: {MASK}" in by_model["rejecting"]["reason"]
+    assert by_model["leaky"]["status"] == "scored" and by_model["leaky"]["passed"] is False
+    assert "judge" in json.dumps(by_model["leaky"]["secondary"])
+    assert "failed" in (out / "diagnoses.jsonl").read_text()
+    assert len(judge.requests) >= 2  # the claims judge and the diagnostic judge both hit the 401
+    written = {p: p.read_bytes().decode("utf-8", "replace") for p in out.rglob("*") if p.is_file()}
+    assert {"results.jsonl", "summary.json", "diagnoses.jsonl", "report.html"} <= {p.name for p in written}
+    assert any(MASK in text for text in written.values())
+
+    leaks = [
+        f"{where}: {core}"
+        for where, text in [*((str(p), t) for p, t in written.items()), *(("output", t) for t in printed)]
+        for core in (MODEL_CORE, JUDGE_CORE)
+        if core in text
+    ]
+    assert leaks == []
+
+
+@pytest.mark.servers
+def test_sentinel_never_reaches_s3_objects_or_the_pod_summary(
+    tmp_path: Path,
+    s3: Any,  # noqa: F811
+    sidecar: int,  # noqa: F811
+) -> None:
+    """``atlas run-task`` (cluster mode): the provider's 401 echoes the key; nothing stored or
+    printed carries it (S3 objects, termination message, output, the pod's work dir)."""
+    with ScriptedProvider(echo_401(MODEL_KEY)) as provider:
+        env = pod_env(tmp_path, s3, provider, sidecar, SOLVER_KEY=MODEL_KEY)
+        proc = run_task(env)
+    assert provider.requests, proc.stderr
+    client = s3.client()
+    objects = {
+        o["Key"]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read().decode()
+        for o in client.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    }
+    assert objects, proc.stderr  # the error result was stored
+    assert any(f"Incorrect API key provided: {MASK}" in body for body in objects.values())
+    texts = {
+        **objects,
+        "stdout": proc.stdout,
+        "stderr": proc.stderr,
+        "termination": Path(env["ATLAS_TERMINATION_PATH"]).read_text(),
+        **{
+            str(p): p.read_text("utf-8", "replace")
+            for p in Path(env["ATLAS_WORK_DIR"]).rglob("*")
+            if p.is_file()
+        },
+    }
+    assert [where for where, text in texts.items() if MODEL_CORE in text] == []
