@@ -295,6 +295,7 @@ async def test_llm_diagnosis_valid_reply() -> None:
     assert diagnosis.summary == "Turn 2 added the wrong numbers." and diagnosis.forced is None
     assert diagnosis.judge.model == "openai/diag" and len(diagnosis.judge.prompt_sha256 or "") == 64
     (request,) = p.requests
+    assert request["temperature"] == 0  # the diagnosis judge runs at temperature 0 by default
     prompt = request["messages"][0]["content"]
     for expected in (
         "Task ID: sum-numbers",

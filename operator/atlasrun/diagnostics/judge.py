@@ -246,10 +246,12 @@ def make_diagnoser(
     *,
     retries: int = 3,
     backoff_base_s: float = 1.0,
+    temperature: float = 0.0,
 ) -> Diagnoser:
-    """``deterministic`` or a litellm model id (the judge's name is its model, as with ``atlas run --judge``)."""
+    """``deterministic`` or a litellm model id (the judge's name is its model, as with ``atlas run --judge``).
+
+    LLM diagnosers run at ``temperature`` 0 unless told otherwise, like the claims judge."""
     if name == DETERMINISTIC:
         return DeterministicDiagnoser()
-    return LLMDiagnoser(
-        name, Endpoint(name, api_base, api_key_env), retries=retries, backoff_base_s=backoff_base_s
-    )
+    endpoint = Endpoint(name, api_base, api_key_env, (("temperature", temperature),))
+    return LLMDiagnoser(name, endpoint, retries=retries, backoff_base_s=backoff_base_s)

@@ -52,8 +52,9 @@ def make_agent(model: ModelSpec) -> Agent:
 def make_judge(spec: JudgeSpec, retries: int, backoff_s: float) -> Judge:
     if (spec.model or spec.name) == DETERMINISTIC:
         return DeterministicJudge(spec.name)
+    params = {"temperature": spec.temperature, **spec.params}
     endpoint = Endpoint(
-        spec.model or spec.name, spec.api_base, spec.api_key_env, tuple(sorted(spec.params.items()))
+        spec.model or spec.name, spec.api_base, spec.api_key_env, tuple(sorted(params.items()))
     )
     return LLMJudge(
         spec.name, endpoint, retries=retries, backoff_base_s=backoff_s, max_concurrency=spec.max_concurrency
