@@ -38,6 +38,9 @@ from atlasrun.tasks.model import Task
 
 REPLAY = "replay"
 DETERMINISTIC = "deterministic"
+# A public-format MCP-Atlas task has no reference answer (its trajectory's final text is narration):
+# replaying it can only score 0, so it is excluded rather than scored.
+NO_REFERENCE_ANSWER = "no reference answer to replay"
 
 
 def make_agent(model: ModelSpec) -> Agent:
@@ -170,6 +173,8 @@ class Engine:
     async def _run_item(
         self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore
     ) -> TaskResult:
+        if item.model.litellm_model == REPLAY and not (item.task.reference_answer or "").strip():
+            return self._base(item, status="excluded", reason=NO_REFERENCE_ANSWER)
         previous = item.previous
         if (
             previous is not None
