@@ -174,6 +174,27 @@ def test_no_tool_call_at_all_is_certain_no_tool_use() -> None:
     assert "(no tool calls were made)" in format_trace(enriched_trace(NO_CALLS), NO_CALLS.final_answer)
 
 
+def test_no_tool_call_only_proposes_when_the_evidence_is_ambiguous() -> None:
+    # The task needed no tool (its reference trajectory calls none): a candidate, not a verdict.
+    (signal,) = detect(NO_CALLS, task_needs_tools=False)
+    assert (signal.mode, signal.certain) == ("no_tool_use", False)
+    assert "the reference trajectory calls no tool either" in signal.evidence
+    # The model refused: also only a candidate.
+    refusal = transcript([], answer="I'm unable to access the file system, so I cannot help with this.")
+    (signal,) = detect(refusal, task_needs_tools=True)
+    assert not signal.certain and "refused" in signal.evidence
+    # A task that needed tools and a model that just answered: certain.
+    assert detect(NO_CALLS, task_needs_tools=True)[0].certain
+
+
+async def test_ambiguous_no_tool_call_does_not_force_the_judge() -> None:
+    record = result(transcript([], answer="I cannot access the data, so I can't help."))
+    with scripted(judge_reply("early_termination")) as p:
+        diagnosis = await diagnose(p, record)
+    assert diagnosis.primary_mode == "early_termination" and not diagnosis.forced
+    assert "candidate no_tool_use" in p.requests[0]["messages"][0]["content"]
+
+
 def test_same_failing_call_repeated_is_an_error_recovery_candidate() -> None:
     signals = {s.name: s for s in detect(REPEATED)}
     repeated = signals["repeated_failing_call"]

@@ -141,7 +141,7 @@ class LLMDiagnoser:
     async def diagnose(self, result: TaskResult) -> Diagnosis:
         if result.task is None or result.transcript is None:
             raise ValueError(f"{result.key}: the per-task record has no task or transcript")
-        signals = detect(result.transcript)
+        signals = detect(result.transcript, bool(result.task.reference_calls()))
         prompt = build_prompt(result.task, result.transcript, result.claims, result.coverage or 0.0, signals)
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         usage = {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
@@ -212,7 +212,8 @@ class DeterministicDiagnoser:
     async def diagnose(self, result: TaskResult) -> Diagnosis:
         if result.transcript is None:
             raise ValueError(f"{result.key}: the per-task record has no transcript")
-        signals = detect(result.transcript)
+        needs = bool(result.task.reference_calls()) if result.task is not None else None
+        signals = detect(result.transcript, needs)
         primary = strongest_mode(signals)
         if primary is None:
             return _base(

@@ -48,17 +48,40 @@ def canonical_arguments(arguments: Any) -> str:
         return repr(arguments)
 
 
-def detect(transcript: Transcript) -> list[Signal]:
-    """Every signal that applies to this transcript, strongest first."""
+# A final answer that declines or reports it could not do the task.
+_REFUSAL = re.compile(
+    r"\b(?:I (?:can(?:no|')t|am unable to|am not able to|won't|will not)|I'm (?:unable|not able) to"
+    r"|(?:cannot|can't) (?:help|assist|access|comply))\b",
+    re.IGNORECASE,
+)
+
+
+def detect(transcript: Transcript, task_needs_tools: bool | None = None) -> list[Signal]:
+    """Every signal that applies to this transcript, strongest first.
+
+    ``task_needs_tools``: whether the task's reference trajectory calls any tool (None: unknown).
+    No tool call at all is *certain* ``no_tool_use`` only when the task needed tools and the model
+    did not refuse; otherwise the evidence is ambiguous and the signal only proposes the mode.
+    """
     calls = transcript.calls
     signals: list[Signal] = []
     if not calls:
+        refused = bool(_REFUSAL.search(transcript.final_answer or ""))
+        ambiguous = task_needs_tools is False or refused
+        why = (
+            "the reference trajectory calls no tool either"
+            if task_needs_tools is False
+            else "the model refused or said it could not do the task"
+            if refused
+            else ""
+        )
         signals.append(
             Signal(
                 name="no_tool_calls",
                 mode="no_tool_use",
-                certain=True,
-                evidence="the agent made no tool call at all and answered directly",
+                certain=not ambiguous,
+                evidence="the agent made no tool call at all and answered directly"
+                + (f"; ambiguous: {why}, so this is only a candidate" if ambiguous else ""),
                 forbids=["malformed_call", "wrong_tool", "err_recovery", "response_misparsing"],
             )
         )

@@ -317,7 +317,8 @@ def build_data(out: Path) -> ReportData:
                     task_tool_metrics(full.transcript, result.task_id, result.model, result.repeat)
                 )
             if is_failing(result, fail_threshold) and row.diagnosis is None:
-                row.signals = detect(full.transcript)
+                needs = bool(full.task.reference_calls()) if full.task is not None else None
+                row.signals = detect(full.transcript, needs)
                 derived[result.key] = _signals_diagnosis(result, row.signals)
         elif result.status == "scored":
             missing[result.model] += 1
