@@ -33,7 +33,7 @@ from atlasrun.judge.facts import (
 from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, REFUSALS, STOPWORDS
 
 VERSION = "deterministic/2"
-__all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge"]
+__all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts"]
 
 _NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|\w+n't)$")
 _HEDGE_PHRASES = re.compile(
@@ -46,8 +46,7 @@ def _comparable(a: Quantity, b: Quantity) -> bool:
     if a.dim == b.dim:
         return True
     if "percent" in (a.dim, b.dim):
-        other = b if a.dim == "percent" else a
-        return other.dim is None and 0 <= other.number <= 1
+        return (b if a.dim == "percent" else a).dim is None  # 0.12 or a bare 12 for 12%
     return a.dim is None or b.dim is None
 
 
@@ -55,8 +54,8 @@ def _same(claim: Quantity, got: Quantity) -> bool:
     if not _comparable(claim, got):
         return False
     if claim.dim == "percent" or got.dim == "percent":
-        c = claim.number if claim.dim == "percent" else claim.number * 100
-        g = got.number if got.dim == "percent" else got.number * 100
+        c = claim.number if claim.dim == "percent" or abs(claim.number) > 1 else claim.number * 100
+        g = got.number if got.dim == "percent" or abs(got.number) > 1 else got.number * 100
         return abs(c - g) <= PERCENT_POINTS + 1e-9
     c, g = (claim.value, got.value) if claim.dim == got.dim else (claim.number, got.number)
     if claim.exact or got.exact:
@@ -80,9 +79,12 @@ def _shape(identifier: str) -> str:
     return re.sub(r"[a-z]+", "a", re.sub(r"\d+", "9", identifier.lower()))
 
 
+_SOFT_ID = re.compile(r"[a-z]+(?:-[a-z]+)+")
+
+
 def _id_in(identifier: str, text: str) -> bool:
     body = re.escape(identifier)
-    if re.fullmatch(r"[a-z]+(?:-[a-z]+)+", identifier):  # highest-priority == highest priority
+    if _SOFT_ID.fullmatch(identifier):  # highest-priority == highest priority
         body = body.replace(r"\-", r"[-\s]")
     return re.search(rf"(?<![\w-]){body}(?![\w-]|\.\w)", text, re.I) is not None
 
@@ -92,9 +94,9 @@ def _name_in(name: list[str], answer: Facts) -> bool:
     if len(last) <= 2:  # "Store A": a one-letter name must match in case
         return re.search(rf"\b{re.escape(' '.join(name))}\b", answer.text) is not None
     low = last.lower()
-    return any(w == low or (len(low) >= 4 and w.startswith(low)) for w in answer.words) or any(
-        w.rstrip("'s") == low for w in answer.words
-    )
+    if re.search(rf"(?<![^\W_]){re.escape(low)}(?![^\W_])", answer.text.lower()):
+        return True  # also inside "Asia/Tokyo" or "Webb's"
+    return any(len(low) >= 4 and w.startswith(low) for w in answer.words)
 
 
 def _answer_names(answer: Facts) -> set[str]:
@@ -116,16 +118,16 @@ class _Tally:
             self.missing.append(what)
 
 
-def _in_dump(q: Quantity, quantities: list[Quantity], text: str) -> bool:
-    """True when the answer's value sits in a run of 4+ comparable values separated only by commas."""
-    ordered = sorted(quantities, key=lambda x: x.start)
-    i = ordered.index(q)
+def _in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> bool:
+    """True when the span sits in a run of 4+ values separated only by commas (a list of candidates)."""
+    ordered = sorted(set(spans))
+    i = ordered.index(span)
     run = 1
     for step in (-1, 1):
         j = i
         while 0 <= j + step < len(ordered):
-            a, b = sorted((ordered[j], ordered[j + step]), key=lambda x: x.start)
-            if not re.fullmatch(r"[\s,;/|$€£]*(?:and|or)?[\s,;/|$€£]*", text[a.end : b.start]):
+            (_, a_end), (b_start, _) = sorted((ordered[j], ordered[j + step]))
+            if not re.fullmatch(r"[\s,;/|$€£]*(?:and|or)?[\s,;/|$€£]*", text[a_end:b_start]):
                 break
             run += 1
             j += step
@@ -137,7 +139,8 @@ def _tally(claim: Facts, answer: Facts) -> tuple[_Tally, list[str]]:
     claim_values = claim.quantities
     for q in claim_values:
         hits = [g for g in answer.quantities if _same(q, g)]
-        if hits and all(_in_dump(h, answer.quantities, answer.residual) for h in hits):
+        spans = [(g.start, g.end) for g in answer.quantities]
+        if hits and all(_in_dump((h.start, h.end), spans, answer.residual) for h in hits):
             dumps.append(q.text)
             continue
         others = [
@@ -148,7 +151,8 @@ def _tally(claim: Facts, answer: Facts) -> tuple[_Tally, list[str]]:
         tally.add(q.text, bool(hits), others[0] if others and not hits else None)
     for d in claim.dates:
         hits = [g for g in answer.dates if _date_same(d, g)]
-        if len(answer.dates) >= 4 and hits and len(claim.dates) == 1:
+        spans = [(g.start, g.start + len(g.text)) for g in answer.dates]
+        if hits and all(_in_dump((h.start, h.start + len(h.text)), spans, answer.text) for h in hits):
             dumps.append(d.text)
             continue
         others = [g.text for g in answer.dates if not any(_date_same(c, g) for c in claim.dates)]
@@ -165,6 +169,8 @@ def _tally(claim: Facts, answer: Facts) -> tuple[_Tally, list[str]]:
     ]
     for ident in claim.ids:
         ok = _id_in(ident, answer.text)
+        if not ok and _SOFT_ID.fullmatch(ident):
+            continue  # "second-highest": an English compound as likely as a name; its absence proves nothing
         rivals = [
             i
             for i in answer_ids
@@ -188,6 +194,13 @@ def _tally(claim: Facts, answer: Facts) -> tuple[_Tally, list[str]]:
             None,
         )
     return tally, dumps
+
+
+def key_facts(claim: str, text: str) -> tuple[list[str], list[str]]:
+    """(found, not found) key facts of ``claim`` in ``text`` as this judge reads them; a value seen
+    only in a list of candidates counts as found (for checking that claims are grounded in data)."""
+    tally, dumps = _tally(read(claim, claim=True), read(text))
+    return tally.matched + dumps, tally.missing + tally.contradicted
 
 
 def _original(identifier: str, text: str) -> str:
@@ -280,6 +293,8 @@ def _swapped(claim: Facts, answer: Facts) -> str | None:
         pa, pb = _find_word(ka, low_a), _find_word(kb, low_a)
         if pa < 0 or pb < 0 or pb > pa:
             continue
+        if _copular(between):
+            continue  # "A is the B of C", "A, B and C are members of D": no agent/patient order
         said = low_a[pb + len(kb) : pa]
         said_words = re.findall(r"[a-z]+", said)
         if "by" in said_words or "'s" in said or len(said_words) > 8:
@@ -289,6 +304,14 @@ def _swapped(claim: Facts, answer: Facts) -> str | None:
         if not relation and said.strip() and said.strip() == between.strip():
             return f"'{b}' comes before '{a}' around '{between.strip()}'"
     return None
+
+
+def _copular(between: str) -> bool:
+    words = re.findall(r"[a-z]+", between)
+    if not words or words[0] not in ("is", "are", "was", "were", "be", "been"):
+        return False
+    rest = [w for w in words[1:] if w not in STOPWORDS]
+    return not rest or not rest[0].endswith(("ed", "en"))
 
 
 def _find_word(word: str, text: str) -> int:

@@ -105,7 +105,7 @@ def _blank(text: str, start: int, end: int) -> str:
 
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DATE_PATTERNS = [
-    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?:[t ]\d{1,2}:\d{2}(?::\d{2})?z?)?\b", re.I), "ymd"),
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", re.I), "ymd"),
     (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b"), "dmy/"),
     (
         re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?(?:,?\s+(\d{{4}}))?\b", re.I),
@@ -115,7 +115,11 @@ _DATE_PATTERNS = [
     (re.compile(rf"\b({_MONTH})\.?\s+(\d{{4}})\b", re.I), "my"),
 ]
 _TIME_12 = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
-_TIME_24 = re.compile(r"\b(\d{1,2}):(\d{2})(?::\d{2})?\b(\s+in\s+the\s+(?:morning|afternoon|evening))?", re.I)
+# Also inside ISO timestamps (2024-03-18T14:30:00); never a UTC offset (+05:30).
+_TIME_24 = re.compile(
+    r"(?<![\d+:-])(\d{1,2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?!\d)(\s+in\s+the\s+(?:morning|afternoon|evening))?",
+    re.I,
+)
 _ID_PATTERNS = [
     re.compile(r"#\d+\b"),
     re.compile(r"\bv?\d+(?:\.\d+){2,}\b", re.I),  # versions, IP addresses
@@ -348,9 +352,10 @@ def read(text: str, *, claim: bool = False) -> Facts:
 def _read(text: str, claim: bool) -> Facts:
     facts = Facts(text=normalize(text))
     work = facts.text
-    for m in _QUOTED.finditer(work):
-        facts.quoted.append(m.group(1).strip().lower())
-        work = _blank(work, m.start(), m.end())
+    if claim:  # a quoted phrase in a claim must appear as written; an answer's quotes are just text
+        for m in _QUOTED.finditer(work):
+            facts.quoted.append(m.group(1).strip().lower())
+            work = _blank(work, m.start(), m.end())
     facts.dates, work = _dates(work)
     facts.times, work = _times(work)
     facts.ids, work = _ids(work)
