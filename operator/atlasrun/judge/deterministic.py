@@ -146,17 +146,19 @@ def _tally(claim: Facts, answer: Facts) -> tuple[_Tally, list[str]]:
         others = [
             g.text
             for g in answer.quantities + answer.ranges
-            if _comparable(q, g) and g.exact != (not q.exact) and not any(_same(c, g) for c in claim_values)
+            if _comparable(q, g) and g.exact == q.exact and not any(_same(c, g) for c in claim_values)
         ]
         tally.add(q.text, bool(hits), others[0] if others and not hits else None)
     for d in claim.dates:
-        hits = [g for g in answer.dates if _date_same(d, g)]
-        spans = [(g.start, g.start + len(g.text)) for g in answer.dates]
-        if hits and all(_in_dump((h.start, h.start + len(h.text)), spans, answer.text) for h in hits):
+        same_dates = [g for g in answer.dates if _date_same(d, g)]
+        date_spans = [(g.start, g.start + len(g.text)) for g in answer.dates]
+        if same_dates and all(
+            _in_dump((h.start, h.start + len(h.text)), date_spans, answer.text) for h in same_dates
+        ):
             dumps.append(d.text)
             continue
         others = [g.text for g in answer.dates if not any(_date_same(c, g) for c in claim.dates)]
-        tally.add(d.text, bool(hits), others[0] if others and not hits else None)
+        tally.add(d.text, bool(same_dates), others[0] if others and not same_dates else None)
     for t in claim.times:
         ok = any(t.minutes == g.minutes for g in answer.times)
         others = [g.text for g in answer.times if all(g.minutes != c.minutes for c in claim.times)]

@@ -147,6 +147,8 @@ def _dates(text: str) -> tuple[list[Date], str]:
             if not m.group(0).strip():
                 continue
             g = m.groups()
+            year: int | None
+            day: int | None
             try:
                 if kind == "ymd":
                     year, month, day = int(g[0]), int(g[1]), int(g[2])

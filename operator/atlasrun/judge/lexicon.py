@@ -58,7 +58,7 @@ NUMBER_PHRASES: list[tuple[str, str]] = [
 
 # unit word -> (dimension, factor to the dimension's base unit)
 UNITS: dict[str, tuple[str, float]] = {}
-for _dim, _entries in {
+_UNIT_TABLE: dict[str, dict[tuple[str, ...], float]] = {
     "length": {
         ("m", "meter", "meters", "metre", "metres"): 1.0,
         ("km", "kilometer", "kilometers", "kilometre", "kilometres"): 1000.0,
@@ -97,7 +97,8 @@ for _dim, _entries in {
     "fahrenheit": {("°f", "fahrenheit", "degrees fahrenheit"): 1.0},
     "energy": {("kwh",): 1.0, ("mwh",): 1000.0},
     "multiple": {("times", "x"): 1.0},
-}.items():
+}
+for _dim, _entries in _UNIT_TABLE.items():
     for _names, _factor in _entries.items():
         for _name in _names:
             UNITS[_name] = (_dim, _factor)
