@@ -175,6 +175,27 @@ def test_no_tool_call_at_all_is_certain_no_tool_use() -> None:
     assert "(no tool calls were made)" in format_trace(enriched_trace(NO_CALLS), NO_CALLS.final_answer)
 
 
+def test_no_tool_call_only_proposes_when_the_evidence_is_ambiguous() -> None:
+    # The task needed no tool (its reference trajectory calls none): a candidate, not a verdict.
+    (signal,) = detect(NO_CALLS, task_needs_tools=False)
+    assert (signal.mode, signal.certain) == ("no_tool_use", False)
+    assert "the reference trajectory calls no tool either" in signal.evidence
+    # The model refused: also only a candidate.
+    refusal = transcript([], answer="I'm unable to access the file system, so I cannot help with this.")
+    (signal,) = detect(refusal, task_needs_tools=True)
+    assert not signal.certain and "refused" in signal.evidence
+    # A task that needed tools and a model that just answered: certain.
+    assert detect(NO_CALLS, task_needs_tools=True)[0].certain
+
+
+async def test_ambiguous_no_tool_call_does_not_force_the_judge() -> None:
+    record = result(transcript([], answer="I cannot access the data, so I can't help."))
+    with scripted(judge_reply("early_termination")) as p:
+        diagnosis = await diagnose(p, record)
+    assert diagnosis.primary_mode == "early_termination" and not diagnosis.forced
+    assert "candidate no_tool_use" in p.requests[0]["messages"][0]["content"]
+
+
 def test_same_failing_call_repeated_is_an_error_recovery_candidate() -> None:
     signals = {s.name: s for s in detect(REPEATED)}
     repeated = signals["repeated_failing_call"]
@@ -296,6 +317,7 @@ async def test_llm_diagnosis_valid_reply() -> None:
     assert diagnosis.summary == "Turn 2 added the wrong numbers." and diagnosis.forced is None
     assert diagnosis.judge.model == "openai/diag" and len(diagnosis.judge.prompt_sha256 or "") == 64
     (request,) = p.requests
+    assert request["temperature"] == 0  # the diagnosis judge runs at temperature 0 by default
     prompt = request["messages"][0]["content"]
     for expected in (
         "Task ID: sum-numbers",
@@ -515,3 +537,49 @@ def test_atlas_diagnose_input_errors(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, err = diagnose_cli(str(out))
     assert code == 0 and "not diagnosed: alpha / t2 (repeat 0): per-task record" in err
     assert "1 without a record" in err
+
+
+# --- the judge's inputs within a budget ---------------------------------------------------------
+
+
+def test_long_trace_keeps_first_and_last_steps_whole_and_summarises_the_middle() -> None:
+    from atlasrun.diagnostics.prompt import CHARS_PER_TOKEN, TRACE_BUDGET_TOKENS, build_prompt, reference_text
+
+    output = "row " * 750  # 3,000 characters: more than the old 300-character cut
+    turns = [
+        [call(READ if i % 2 else CALC, {"i": i}, f"{output}#{i}", "tool_error" if i == 7 else None, f"c{i}")]
+        for i in range(80)
+    ]
+    trace = transcript(turns)
+    record = result(trace)
+    assert record.task is not None
+    prompt = build_prompt(record.task, trace, record.claims, 0.0, [])
+    assert " ".join(f"{output}#0".split()) in prompt and " ".join(f"{output}#79".split()) in prompt
+    assert "Turn 1:" in prompt and "Turn 80:" in prompt
+    summary = next(line for line in prompt.splitlines() if "summarised to fit the budget" in line)
+    # 80 turns of ~3,100 characters against a 120,000-character budget: about 38 fit, the rest are
+    # summarised with their call counts (the turns left out alternate between the tools).
+    assert "calculator_calculate x" in summary and "filesystem_read_text_file x" in summary
+    assert len(prompt) < TRACE_BUDGET_TOKENS * CHARS_PER_TOKEN + 20_000
+    # A short trace is shown whole.
+    short = build_prompt(record.task, transcript(turns[:3]), record.claims, 0.0, [])
+    assert "summarised" not in short and "Turn 3:" in short
+
+    # The reference trajectory: every step when it fits (no 40-step cut) ...
+    steps = [
+        {"calls": [{"name": CALC, "arguments": {"expression": f"{i}+1"}, "output": str(i + 1)}]}
+        for i in range(50)
+    ]
+    task = record.task.model_copy(
+        update={
+            "reference_trajectory": Task.model_validate(
+                {**SUM_TASK, "reference_trajectory": steps}
+            ).reference_trajectory
+        }
+    )
+    text, _ = reference_text(task)
+    assert "50. calculator_calculate" in text and "summarised" not in text
+    # ... and first/last steps with the middle summarised when it does not.
+    text, _ = reference_text(task, budget_chars=1_000)
+    assert text.startswith("1. calculator_calculate") and "50. calculator_calculate" in text
+    assert "summarised to fit the budget: calculator_calculate x" in text

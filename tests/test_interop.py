@@ -345,3 +345,45 @@ def test_a_real_run_exports_and_reimports_with_its_tool_calls(tmp_path: Path, da
             before.passed,
         )
     assert back["missing-file"].tool_errors == 1
+
+
+def test_harness_errors_error_text_results_and_crashed_scoring(tmp_path: Path, tasks_csv: Path) -> None:
+    error_text = conversation("t2", "The sum is 2.")
+    error_text[3]["content"] = [{"type": "text", "text": "Error: ENOENT: no such file /data/a.txt"}]
+    scores = write_csv(
+        tmp_path / "scored.csv",
+        [
+            # the scorer gives ERROR rows 0 ("Skipped - empty or error response"): not a model's 0
+            {"TASK": "t1", "coverage_score": "0.0", "coverage_details_json": json.dumps({"per_claim": []})},
+            {"TASK": "t2", "coverage_score": "1.0", "coverage_details_json": ""},
+            # the scorer crashed on this row: imported unscored, not rejected
+            {
+                "TASK": "t3",
+                "coverage_score": "",
+                "coverage_details_json": json.dumps({"coverage_score": None, "explanation": "Failed: boom"}),
+            },
+        ],
+    )
+    results = write_csv(
+        tmp_path / "results.csv",
+        [
+            {"task_id": "t1", "raw_conversation_history": "", "response": "ERROR: HTTP 502: bad gateway"},
+            {
+                "task_id": "t2",
+                "raw_conversation_history": json.dumps(error_text),
+                "response": "The sum is 2.",
+            },
+            results_row("t3", "The file says hello."),
+        ],
+    )
+    out = tmp_path / "imported"
+    args = ["import-atlas", str(results), "--tasks", str(tasks_csv), "--model", "gpt", "--out", str(out)]
+    assert main([*args, "--scores", str(scores)]) == 0
+    got = full_results(out)
+    t1 = got["t1"]
+    assert (t1.status, t1.coverage, t1.stop_reason) == ("error", None, "infra_error")
+    assert t1.reason == "infra: MCP-Atlas harness error: ERROR: HTTP 502: bad gateway"
+    t2 = got["t2"]
+    assert (t2.status, t2.coverage, t2.tool_errors) == ("scored", 1.0, 2)  # "Error:" text + isError part
+    assert calls(t2)[0][4] is True and calls(t2)[0][3].startswith("Error: ENOENT")
+    assert (got["t3"].status, got["t3"].reason) == ("error", NOT_JUDGED)

@@ -46,7 +46,8 @@ judge = DeterministicJudge()
         ),
         ('The dependency version is "^1.0.3"', "It requires version ^1.0.3", "fulfilled"),
         ("Alice Nguyen leads Project Falcon", "Project Falcon is led by Alice Nguyen.", "fulfilled"),
-        ("Alice Nguyen leads Project Falcon", "Project Falcon is led by Bob Stone.", "partially_fulfilled"),
+        # another name where the claim's should be: contradicted, never partially right
+        ("Alice Nguyen leads Project Falcon", "Project Falcon is led by Bob Stone.", "not_fulfilled"),
         ("The latest commit is 3f2a9c1 by Dana Ito", "Nothing relevant here.", "not_fulfilled"),
         ("The report was filed on 2026-03-02", "Filed 2026-03-02.", "fulfilled"),
         # possessives are not quotes; commit hashes are exact identifiers, not numbers

@@ -26,7 +26,7 @@ from atlasrun.reports.data import CALL_RESULT_MAX, build_data
 from atlasrun.reports.html import build_report
 from atlasrun.scoring.claims import Judgement, score_claims
 from atlasrun.scoring.result import ErrorKind, TaskResult
-from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci, repeat_stats
+from atlasrun.scoring.stats import by_model, common_tasks, coverage_ci, pass_rate_ci, repeat_stats
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.tasks.model import Task
 
@@ -272,15 +272,22 @@ def _model_row(page: str, model: str) -> str:
 
 
 def test_one_row_per_model_with_the_stats_module_numbers(run_dir: Path, page: str) -> None:
-    grouped = by_model(ResultsDir(run_dir).load().values())
+    results = list(ResultsDir(run_dir).load().values())
+    grouped = by_model(results)
     assert set(grouped) == set(MODELS)
+    # Models are compared on the tasks scored for every model (paired); each model alone on all it
+    # scored is the secondary figure.
+    common = common_tasks(results)
+    assert f"on the {len(common)} task(s) scored for every model (paired)" in page
     for model, rows in grouped.items():
         row = _model_row(page, model)
         assert page.count(f'<tr data-model="{model}">') == 1
-        p, c = pass_rate_ci(rows), coverage_ci(rows)
-        assert p is not None and c is not None
+        paired = [r for r in rows if r.task_id in common]
+        p, c, alone = pass_rate_ci(paired), coverage_ci(paired), pass_rate_ci(rows)
+        assert p is not None and c is not None and alone is not None
         assert f"{100 * p.point:.1f}%" in row and f"[{100 * p.low:.1f}, {100 * p.high:.1f}]" in row
         assert f"{c.point:.3f}" in row and f"[{c.low:.3f}, {c.high:.3f}]" in row
+        assert f"all {alone.n} scored: {100 * alone.point:.1f}%" in row
     strong = _model_row(page, "strong-model")
     assert ">1<" in strong  # one excluded task
     assert "100.0%" in strong  # valid tool-name rate: the strong model never calls a missing tool

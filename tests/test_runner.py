@@ -237,6 +237,17 @@ def test_tasks_needing_disabled_servers_are_excluded_with_reason(tmp_path: Path,
     assert outcome.summary["excluded_tasks"] == [{"task": "sum-numbers", "reason": result.reason}]
 
 
+def test_replay_without_a_reference_answer_is_excluded_not_scored(tmp_path: Path, data_dir: Path) -> None:
+    """A public-format MCP-Atlas task has no reference answer: replaying its narration would score 0."""
+    public = dict(SUM_TASK, id="public", reference_answer=None)
+    outcome = run(tmp_path, data_dir, None, [public, SUM_TASK], ["replay"])
+    by_id = {r.task_id: r for r in outcome.results}
+    assert by_id["public"].status == "excluded" and by_id["public"].coverage is None
+    assert by_id["public"].reason == "no reference answer to replay"
+    assert by_id["sum-numbers"].status == "scored" and by_id["sum-numbers"].passed
+    assert outcome.summary["models"]["replay"]["scored"] == 1
+
+
 def test_fresh_state_per_task(tmp_path: Path, data_dir: Path) -> None:
     """A write in one task is invisible to the next: stateful servers get a fresh process and data copy."""
     writer = dict(
@@ -263,7 +274,7 @@ def test_fresh_state_per_task(tmp_path: Path, data_dir: Path) -> None:
         enabled_tools=["filesystem_read_text_file"],
         distractors=[],
         claims=["The file holds 12 and 30"],
-        reference_answer=None,
+        reference_answer="The file holds 12 and 30.",
         reference_trajectory=[
             {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]}
         ],
@@ -335,7 +346,6 @@ def test_streamable_http_transport(tmp_path: Path, data_dir: Path) -> None:
             {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]},
             {"calls": [{"name": "calculator-http_calculate", "arguments": {"expression": "12+30"}}]},
         ],
-        reference_answer=None,
     )
     outcome = run(tmp_path, data_dir, None, [task], ["replay"])
     (result,) = outcome.results

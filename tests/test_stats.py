@@ -16,6 +16,7 @@ from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import (
     bootstrap_mean,
     breakdown,
+    common_tasks,
     coverage_ci,
     mcnemar,
     paired_comparison,
@@ -242,6 +243,42 @@ def test_paired_comparison_on_shared_scored_tasks() -> None:
     # Discordant: A-only passes t2, t4 (b=2); B-only t3 (c=1). Exact: 2 * (C(3,0)+C(3,1))/8 = 1.
     assert (cmp.mcnemar.b, cmp.mcnemar.c, cmp.mcnemar.p_value) == (2, 1, 1.0)
     assert paired_comparison(a, [result("zzz", 1.0, model="B")]) is None
+    # Secondary, unpaired: A passes 4 of its 5 scored tasks (t3 at 0.5 fails), B 3 of 5 (the error
+    # on t5 is not scored): 0.8 vs 0.6, on different task sets.
+    assert cmp.unpaired_a is not None and cmp.unpaired_b is not None
+    assert (cmp.unpaired_a.tasks, cmp.unpaired_a.pass_rate) == (5, 0.8)
+    assert (cmp.unpaired_b.tasks, cmp.unpaired_b.pass_rate) == (5, 0.6)
+    assert common_tasks(a + b) == {"t1", "t2", "t3", "t4"}
+
+
+def test_mcnemar_aggregates_repeats_per_task() -> None:
+    # Two repeats per task. A passes both repeats of t1-t3 where B fails both; on t4 B passes both
+    # and A fails both; on t5 each passes one repeat (a tie: concordant).
+    a, b = [], []
+    for rep in (0, 1):
+        for t in ("t1", "t2", "t3"):
+            a.append(result(t, 1.0, model="A", repeat=rep))
+            b.append(result(t, 0.0, model="B", repeat=rep))
+        a.append(result("t4", 0.0, model="A", repeat=rep))
+        b.append(result("t4", 1.0, model="B", repeat=rep))
+        a.append(result("t5", 1.0 if rep == 0 else 0.0, model="A", repeat=rep))
+        b.append(result("t5", 0.0 if rep == 0 else 1.0, model="B", repeat=rep))
+    cmp = paired_comparison(a, b)
+    assert cmp is not None and (cmp.pairs, cmp.tasks) == (10, 5)
+    # Task level: b=3, c=1, exact p = 2 * (C(4,0) + C(4,1)) / 2^4 = 0.625. Pairing by repeat would
+    # count b=7, c=3 and treat dependent repeats as independent evidence.
+    assert (cmp.mcnemar.b, cmp.mcnemar.c, cmp.mcnemar.method) == (3, 1, "exact")
+    assert cmp.mcnemar.p_value == pytest.approx(0.625)
+    assert "repeats aggregated" in cmp.mcnemar_unit
+
+
+def test_bootstrap_does_not_depend_on_line_order() -> None:
+    a = [result(f"t{i}", 1.0 if i % 3 else 0.0, model="A") for i in range(12)]
+    b = [result(f"t{i}", 1.0 if i % 2 else 0.5, model="B") for i in range(12)]
+    shuffled_a, shuffled_b = a[5:] + a[:5], list(reversed(b))
+    assert pass_rate_ci(a) == pass_rate_ci(shuffled_a)
+    assert coverage_ci(b) == coverage_ci(shuffled_b)
+    assert paired_comparison(a, b) == paired_comparison(shuffled_a, shuffled_b)
 
 
 # --- cross-judge ---------------------------------------------------------------------------------

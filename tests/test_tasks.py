@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from atlasrun.tasks.fields import parse_claims
+from atlasrun.tasks.fields import FieldError, parse_claims
 from atlasrun.tasks.loader import load_tasks
 
 TRAJ = [
@@ -131,16 +131,33 @@ def test_jsonl_and_parquet_hold_the_same_rows(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "raw,expect",
     [
-        ("['a', 'b']", ["a", "b"]),
-        ('["a", "b"]', ["a", "b"]),
-        (["['a', \"it's b\"]"], ["a", "it's b"]),  # the public split wraps the literal in a list
-        ("- a\n- b\n\n", ["a", "b"]),
-        ("1. a\n2) b", ["a", "b"]),
-        ("• a\n• b", ["a", "b"]),
+        ("['ca a', 'cb b']", ["ca a", "cb b"]),
+        ('["ca a", "cb b"]', ["ca a", "cb b"]),
+        (["['ca a', \"it's b\"]"], ["ca a", "it's b"]),  # the public split wraps the literal in a list
+        ("- ca a\n- cb b\n\n", ["ca a", "cb b"]),
+        ("1. ca a\n2) cb b", ["ca a", "cb b"]),
+        ("• ca a\n• cb b", ["ca a", "cb b"]),
+        # MCP-Atlas: ';' (and '||') separate claims in plain text
+        ("The sum is 42; The mean is 7 ;", ["The sum is 42", "The mean is 7"]),
+        ("first claim || second claim", ["first claim", "second claim"]),
+        ("- a bullet; with a semicolon\n- another one", ["a bullet; with a semicolon", "another one"]),
     ],
 )
 def test_claim_encodings(raw: object, expect: list[str]) -> None:
     assert parse_claims(raw) == expect
+
+
+def test_short_and_empty_claims_are_skipped_with_a_warning_not_rejected() -> None:
+    warnings: list[str] = []
+    assert parse_claims(["The sum is 42", "", "  ", "abc", None, "abcd"], warnings.append) == [
+        "The sum is 42",
+        "abcd",
+    ]
+    assert warnings == ["skipped 4 claim(s) of 3 characters or fewer: ['', '', 'abc', '']"]
+    with pytest.raises(FieldError, match=r"no claims \(only too-short ones"):
+        parse_claims("['ab', '']")
+    with pytest.raises(FieldError, match="claim 1 is not a string"):
+        parse_claims(["The sum is 42", 7])
 
 
 def test_native_yaml_with_extras_and_duplicate_ids(tmp_path: Path) -> None:
@@ -162,12 +179,12 @@ tasks:
   - id: n1
     prompt: again
     enabled_tools: [calculator_calculate]
-    claims: [x]
+    claims: [the claim]
   - id: n3
     prompt: distractor not on surface
     enabled_tools: [calculator_calculate]
     distractors: [filesystem_list_directory]
-    claims: [x]
+    claims: [the claim]
 """)
     loaded = load_tasks(path)
     (task,) = loaded.tasks
@@ -176,4 +193,38 @@ tasks:
     assert [(r.where, r.field) for r in loaded.rejected] == [
         ("tasks.yaml task 2", "id"),
         ("tasks.yaml task 3", "distractors"),
+    ]
+
+
+def test_legacy_tool_names_are_mapped_like_mcp_atlas(tmp_path: Path) -> None:
+    legacy = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "m1", "type": "function", "function": {"name": "MongoDB_find", "arguments": "{}"}},
+                {
+                    "id": "b1",
+                    "type": "function",
+                    "function": {"name": "brave_brave_web_search", "arguments": "{}"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "m1", "content": [{"type": "text", "text": "[]"}]},
+        {"role": "tool", "tool_call_id": "b1", "content": [{"type": "text", "text": "results"}]},
+    ]
+    tools = ["MongoDB_find", "MongoDB_list-collections", "brave_brave_web_search", "calculator_calculate"]
+    row = atlas_row("legacy", ENABLED_TOOLS=json.dumps(tools), TRAJECTORY=json.dumps(legacy))
+    loaded = load_tasks(write_csv(tmp_path / "t.csv", [row]))
+    assert not loaded.rejected
+    (task,) = loaded.tasks
+    assert task.enabled_tools == [
+        "mongodb_find",
+        "mongodb_list-collections",
+        "brave-search_brave_web_search",
+        "calculator_calculate",
+    ]
+    assert [c.name for turn in task.reference_trajectory for c in turn.calls] == [
+        "mongodb_find",
+        "brave-search_brave_web_search",
     ]

@@ -13,6 +13,23 @@ from atlasrun.errors import InputError
 
 SERVER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
+# Names found in older MCP-Atlas task rows, mapped as the MCP-Atlas harness and EvalScope map them
+# (agent-environment TOOL_NAME_MAPPINGS): the server part was spelled differently then.
+LEGACY_TOOL_NAMES = {
+    "brave_brave_web_search": "brave-search_brave_web_search",
+}
+LEGACY_SERVER_NAMES = {"MongoDB": "mongodb"}  # MongoDB_find -> mongodb_find, for every MongoDB tool
+
+
+def canonical(name: str) -> str:
+    """The current ``{server}_{tool}`` spelling of a tool name (legacy spellings mapped)."""
+    if name in LEGACY_TOOL_NAMES:
+        return LEGACY_TOOL_NAMES[name]
+    server, sep, tool = name.partition("_")
+    if sep and server in LEGACY_SERVER_NAMES:
+        return f"{LEGACY_SERVER_NAMES[server]}_{tool}"
+    return name
+
 
 def validate_server_name(name: str) -> None:
     if not SERVER_NAME.match(name):

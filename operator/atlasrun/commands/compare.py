@@ -76,9 +76,20 @@ def format_comparison(cmp: PairedComparison, label_a: str, label_b: str) -> str:
             f"{_pp(p.point) + ' pp':>9}  [{_pp(p.low)}, {_pp(p.high)}] pp",
             f"{'mean coverage':<14} {cmp.coverage_a:<{width}.3f} {cmp.coverage_b:<{width}.3f} "
             f"{c.point:>+9.3f}  [{c.low:+.3f}, {c.high:+.3f}]",
-            f"McNemar: A passed/B failed b={m.b}, A failed/B passed c={m.c}; {test}",
+            f"McNemar on {cmp.mcnemar_unit}: A better b={m.b}, B better c={m.c}; {test}",
+            *_unpaired_lines(cmp, label_a, label_b),
         ]
     )
+
+
+def _unpaired_lines(cmp: PairedComparison, label_a: str, label_b: str) -> list[str]:
+    if cmp.unpaired_a is None or cmp.unpaired_b is None:
+        return []
+    ua, ub = cmp.unpaired_a, cmp.unpaired_b
+    return [
+        f"secondary, unpaired (each model on every task it scored; task sets differ): "
+        f"{label_a} {_pct(ua.pass_rate)} of {ua.tasks} task(s), {label_b} {_pct(ub.pass_rate)} of {ub.tasks} task(s)"
+    ]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

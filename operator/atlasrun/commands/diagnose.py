@@ -111,7 +111,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
     declare([args.judge_api_key_env])
 
-    diagnoser = make_diagnoser(args.judge, args.judge_api_base, args.judge_api_key_env, retries=args.retries)
+    diagnoser = make_diagnoser(
+        args.judge,
+        args.judge_api_base,
+        args.judge_api_key_env,
+        retries=args.retries,
+        temperature=args.judge_temperature,
+    )
     outcome = asyncio.run(
         diagnose_dir(out, diagnoser, threshold=args.threshold, concurrency=args.concurrency, force=args.force)
     )
@@ -148,6 +154,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--judge-api-base", help="OpenAI-compatible endpoint for --judge")
     parser.add_argument("--judge-api-key-env", help="env var holding the API key for --judge")
+    parser.add_argument(
+        "--judge-temperature",
+        type=float,
+        default=0.0,
+        help="sampling temperature of an LLM --judge (default 0)",
+    )
     parser.add_argument(
         "--threshold", type=float, default=0.75, help="diagnose tasks with coverage below this"
     )

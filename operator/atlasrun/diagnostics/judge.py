@@ -141,7 +141,7 @@ class LLMDiagnoser:
     async def diagnose(self, result: TaskResult) -> Diagnosis:
         if result.task is None or result.transcript is None:
             raise ValueError(f"{result.key}: the per-task record has no task or transcript")
-        signals = detect(result.transcript)
+        signals = detect(result.transcript, bool(result.task.reference_calls()))
         prompt = build_prompt(result.task, result.transcript, result.claims, result.coverage or 0.0, signals)
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         usage = {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
@@ -212,7 +212,8 @@ class DeterministicDiagnoser:
     async def diagnose(self, result: TaskResult) -> Diagnosis:
         if result.transcript is None:
             raise ValueError(f"{result.key}: the per-task record has no transcript")
-        signals = detect(result.transcript)
+        needs = bool(result.task.reference_calls()) if result.task is not None else None
+        signals = detect(result.transcript, needs)
         primary = strongest_mode(signals)
         if primary is None:
             return _base(
@@ -246,10 +247,12 @@ def make_diagnoser(
     *,
     retries: int = 3,
     backoff_base_s: float = 1.0,
+    temperature: float = 0.0,
 ) -> Diagnoser:
-    """``deterministic`` or a litellm model id (the judge's name is its model, as with ``atlas run --judge``)."""
+    """``deterministic`` or a litellm model id (the judge's name is its model, as with ``atlas run --judge``).
+
+    LLM diagnosers run at ``temperature`` 0 unless told otherwise, like the claims judge."""
     if name == DETERMINISTIC:
         return DeterministicDiagnoser()
-    return LLMDiagnoser(
-        name, Endpoint(name, api_base, api_key_env), retries=retries, backoff_base_s=backoff_base_s
-    )
+    endpoint = Endpoint(name, api_base, api_key_env, (("temperature", temperature),))
+    return LLMDiagnoser(name, endpoint, retries=retries, backoff_base_s=backoff_base_s)

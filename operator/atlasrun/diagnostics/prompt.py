@@ -8,8 +8,10 @@ import json
 from atlasrun.agent.transcript import Transcript
 from atlasrun.diagnostics.signals import (
     Signal,
+    calls_summary,
     canonical_arguments,
     enriched_trace,
+    fit_to_budget,
     format_trace,
     shorten,
 )
@@ -17,7 +19,13 @@ from atlasrun.diagnostics.taxonomy import definitions_text
 from atlasrun.judge.base import ClaimVerdict
 from atlasrun.tasks.model import Task
 
-PROMPT_VERSION = "mcp-atlas-appendix-e/1"
+PROMPT_VERSION = "mcp-atlas-appendix-e/2"
+# The judge sees whole tool outputs (up to CALL_OUTPUT_CHARS each) within a budget, first and last
+# steps kept and the middle summarised, rather than every output cut short.
+CHARS_PER_TOKEN = 4
+TRACE_BUDGET_TOKENS = 30_000
+REFERENCE_BUDGET_TOKENS = 8_000
+CALL_OUTPUT_CHARS = 4_000
 
 DIAGNOSIS_PROMPT = """You are diagnosing why a model failed on an MCP (Model Context Protocol) tool-use evaluation task.
 The model was connected to live MCP tool servers in sandboxed environments and had to use tools to answer a multi-step question. Its final text response was scored against ground-truth claims.
@@ -85,19 +93,26 @@ RETRY_PROMPT = (
 )
 
 
-def reference_text(task: Task, output_chars: int = 300, max_steps: int = 40) -> tuple[str, str]:
-    """(trajectory steps, suffix) for STEP 1."""
+def reference_text(
+    task: Task,
+    output_chars: int = CALL_OUTPUT_CHARS,
+    budget_chars: int | None = REFERENCE_BUDGET_TOKENS * CHARS_PER_TOKEN,
+) -> tuple[str, str]:
+    """(trajectory steps, suffix) for STEP 1, within the budget (first and last steps kept)."""
     calls = task.reference_calls()
-    lines = []
-    for number, call in enumerate(calls[:max_steps], 1):
+    blocks = []
+    for number, call in enumerate(calls, 1):
         line = f"{number}. {call.name}({shorten(canonical_arguments(call.arguments), 300)})"
         if call.output:
             line += f"\n   returned: {shorten(call.output, output_chars)}"
-        lines.append(line)
-    suffix = f"\n... ({len(calls) - max_steps} more steps)" if len(calls) > max_steps else ""
-    if task.reference_answer:
-        suffix += f"\nReference answer: {shorten(task.reference_answer, 2000)}"
-    return "\n".join(lines) or "(no reference trajectory recorded)", suffix
+        blocks.append(line)
+
+    def summarize(i: int, j: int) -> str:
+        left_out = [(c.name, c.is_error) for c in calls[i : j + 1]]
+        return f"... steps {i + 1}-{j + 1} summarised to fit the budget: {calls_summary(left_out)} ..."
+
+    suffix = f"\nReference answer: {shorten(task.reference_answer, 2000)}" if task.reference_answer else ""
+    return fit_to_budget(blocks, budget_chars, summarize) or "(no reference trajectory recorded)", suffix
 
 
 def limit_context(signals: list[Signal]) -> str:
@@ -128,7 +143,12 @@ def build_prompt(
     task: Task, transcript: Transcript, claims: list[ClaimVerdict], coverage: float, signals: list[Signal]
 ) -> str:
     traj_text, traj_suffix = reference_text(task)
-    trace = format_trace(enriched_trace(transcript), transcript.final_answer, transcript.stop_reason)
+    trace = format_trace(
+        enriched_trace(transcript, CALL_OUTPUT_CHARS),
+        transcript.final_answer,
+        transcript.stop_reason,
+        budget_chars=TRACE_BUDGET_TOKENS * CHARS_PER_TOKEN,
+    )
     return DIAGNOSIS_PROMPT.format(
         task_id=task.id,
         prompt=task.prompt,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -48,17 +48,40 @@ def canonical_arguments(arguments: Any) -> str:
         return repr(arguments)
 
 
-def detect(transcript: Transcript) -> list[Signal]:
-    """Every signal that applies to this transcript, strongest first."""
+# A final answer that declines or reports it could not do the task.
+_REFUSAL = re.compile(
+    r"\b(?:I (?:can(?:no|')t|am unable to|am not able to|won't|will not)|I'm (?:unable|not able) to"
+    r"|(?:cannot|can't) (?:help|assist|access|comply))\b",
+    re.IGNORECASE,
+)
+
+
+def detect(transcript: Transcript, task_needs_tools: bool | None = None) -> list[Signal]:
+    """Every signal that applies to this transcript, strongest first.
+
+    ``task_needs_tools``: whether the task's reference trajectory calls any tool (None: unknown).
+    No tool call at all is *certain* ``no_tool_use`` only when the task needed tools and the model
+    did not refuse; otherwise the evidence is ambiguous and the signal only proposes the mode.
+    """
     calls = transcript.calls
     signals: list[Signal] = []
     if not calls:
+        refused = bool(_REFUSAL.search(transcript.final_answer or ""))
+        ambiguous = task_needs_tools is False or refused
+        why = (
+            "the reference trajectory calls no tool either"
+            if task_needs_tools is False
+            else "the model refused or said it could not do the task"
+            if refused
+            else ""
+        )
         signals.append(
             Signal(
                 name="no_tool_calls",
                 mode="no_tool_use",
-                certain=True,
-                evidence="the agent made no tool call at all and answered directly",
+                certain=not ambiguous,
+                evidence="the agent made no tool call at all and answered directly"
+                + (f"; ambiguous: {why}, so this is only a candidate" if ambiguous else ""),
                 forbids=["malformed_call", "wrong_tool", "err_recovery", "response_misparsing"],
             )
         )
@@ -232,26 +255,84 @@ def enriched_trace(transcript: Transcript, output_chars: int = 400) -> list[Trac
     return turns
 
 
+def format_turn(turn: TraceTurn, param_chars: int = 400) -> str:
+    head = f"Turn {turn.number}"
+    if turn.parallel:
+        head += f" ({len(turn.calls)} parallel calls)"
+    lines = [head + ":"]
+    if turn.reasoning:
+        lines.append(f"  reasoning: {turn.reasoning}")
+    for call in turn.calls:
+        status = "ok" if call.status == "ok" else f"ERROR ({call.error_kind or 'error'})"
+        arguments = shorten(canonical_arguments(call.parameters), param_chars)
+        lines.append(f"  call #{call.number}: {call.name}({arguments})")
+        lines.append(f"    status: {status}")
+        lines.append(f"    {'output' if call.status == 'ok' else 'error'}: {call.summary or '(empty)'}")
+    return "\n".join(lines)
+
+
+def calls_summary(names: Iterable[tuple[str, bool]]) -> str:
+    """'read_file x3 (1 error), search x1' for (tool name, failed) pairs, most used first."""
+    counts: dict[str, list[int]] = {}
+    for name, failed in names:
+        entry = counts.setdefault(name, [0, 0])
+        entry[0] += 1
+        entry[1] += int(failed)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    return ", ".join(
+        f"{name} x{n}" + (f" ({e} error{'s' if e > 1 else ''})" if e else "") for name, (n, e) in ranked
+    )
+
+
+def fit_to_budget(blocks: list[str], budget_chars: int | None, summarize: Callable[[int, int], str]) -> str:
+    """The blocks joined by newlines; over ``budget_chars``, the first and last blocks are kept
+    (taken alternately from both ends while they fit) and the blocks in between are replaced by
+    ``summarize(first_left_out, last_left_out)``. First and last are always kept (cut if huge)."""
+    if budget_chars is None or sum(len(b) + 1 for b in blocks) <= budget_chars or len(blocks) < 3:
+        return "\n".join(blocks)
+    room = budget_chars - 300  # the summary line
+    head = [blocks[0][: room // 2]]
+    tail = [blocks[-1][: room // 2]]
+    used = len(head[0]) + len(tail[0])
+    i, j = 1, len(blocks) - 2
+    from_head = True
+    while i <= j:
+        block = blocks[i] if from_head else blocks[j]
+        if used + len(block) + 1 > room:
+            break
+        used += len(block) + 1
+        if from_head:
+            head.append(block)
+            i += 1
+        else:
+            tail.insert(0, block)
+            j -= 1
+        from_head = not from_head
+    middle = [summarize(i, j)] if i <= j else []
+    return "\n".join([*head, *middle, *tail])
+
+
 def format_trace(
-    turns: list[TraceTurn], final_answer: str = "", stop_reason: str | None = None, param_chars: int = 400
+    turns: list[TraceTurn],
+    final_answer: str = "",
+    stop_reason: str | None = None,
+    param_chars: int = 400,
+    budget_chars: int | None = None,
 ) -> str:
-    lines: list[str] = []
-    for turn in turns:
-        head = f"Turn {turn.number}"
-        if turn.parallel:
-            head += f" ({len(turn.calls)} parallel calls)"
-        lines.append(head + ":")
-        if turn.reasoning:
-            lines.append(f"  reasoning: {turn.reasoning}")
-        for call in turn.calls:
-            status = "ok" if call.status == "ok" else f"ERROR ({call.error_kind or 'error'})"
-            arguments = shorten(canonical_arguments(call.parameters), param_chars)
-            lines.append(f"  call #{call.number}: {call.name}({arguments})")
-            lines.append(f"    status: {status}")
-            lines.append(f"    {'output' if call.status == 'ok' else 'error'}: {call.summary or '(empty)'}")
+    """The enriched trace as text; within ``budget_chars`` the middle turns are summarised."""
+
+    def summarize(i: int, j: int) -> str:
+        left_out = turns[i : j + 1]
+        calls = [(c.name, c.status != "ok") for t in left_out for c in t.calls]
+        return (
+            f"... turns {left_out[0].number}-{left_out[-1].number} summarised to fit the budget: "
+            f"{len(left_out)} turn(s), {len(calls)} call(s): {calls_summary(calls) or 'no calls'} ..."
+        )
+
+    lines = [fit_to_budget([format_turn(t, param_chars) for t in turns], budget_chars, summarize)]
     if not any(turn.calls for turn in turns):
         lines.append("(no tool calls were made)")
     if stop_reason:
         lines.append(f"Stop reason: {stop_reason}")
     lines.append(f"Final answer: {shorten(final_answer, 2000) or '(empty)'}")
-    return "\n".join(lines)
+    return "\n".join(line for line in lines if line)

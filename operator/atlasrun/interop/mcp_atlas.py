@@ -19,6 +19,11 @@ Column names match exactly first, then case-insensitively:
   The MCP-Atlas scorer records a failed judge call as ``not_fulfilled`` with the reason
   ``Evaluation failed: ...``; it is imported as a judge failure (an error, never a 0).
 
+A harness failure row (``response`` starting ``ERROR:``, e.g. ``ERROR: HTTP 502``) imports as an
+infrastructure error whatever its score; a tool result whose text starts with ``Error:`` counts as
+a tool error; a row the scorer crashed on (``{"coverage_score": null, "explanation": "Failed: ..."}``)
+imports unscored.
+
 Everything else is ignored. A row without a score imports as an error ``not yet judged``, which
 ``atlas rescore`` judges; a row without any conversation or answer (the harness got no agent
 output) as a ``provider:`` error, which stays one. Bad rows are rejected by row and column; the
@@ -48,6 +53,11 @@ from atlasrun.tasks.model import Task
 
 NOT_JUDGED = "not yet judged"
 NO_OUTPUT = "provider: the MCP-Atlas harness recorded no conversation or answer"
+# run_eval.py writes ``response: "ERROR: HTTP 502: ..."`` / ``"ERROR: timeout after 600s"`` when the
+# harness itself failed: an infrastructure error (the reason prefix the engine uses), never a 0.
+HARNESS_ERROR_PREFIX = "ERROR:"
+HARNESS_ERROR = "infra: MCP-Atlas harness error"
+TOOL_ERROR_PREFIX = "Error:"  # MCP tools report failures as text starting with "Error:"
 ID = ("task_id", "TASK", "task", "id")
 CONVERSATION = ("raw_conversation_history", "conversation", "messages")
 RESPONSE = ("response", "script_model_response", "model_response", "final_answer")
@@ -129,6 +139,7 @@ def transcript_from_messages(messages: list[Any], model: str, answer: str | None
                 )
                 continue
             result.result, result.is_error = tool_text(message.get("content"))
+            result.is_error = result.is_error or result.result.lstrip().startswith(TOOL_ERROR_PREFIX)
             result.error_kind = "tool_error" if result.is_error else None
     transcript.final_answer = answer.strip() if answer and answer.strip() else last_text(messages)
     return transcript
@@ -157,6 +168,8 @@ def _label(column: str, index: int, item: Any) -> tuple[Label, str, float | None
 def _verdicts(column: str, value: Any, claims: list[str]) -> list[ClaimVerdict]:
     data = _json(column, value)
     if isinstance(data, dict):
+        if "per_claim" not in data and "claims" not in data:
+            return []  # the scorer crashed on this row ({"coverage_score": null, "explanation": "Failed: ..."})
         data = data.get("per_claim", data.get("claims"))
     if not isinstance(data, list):
         raise RowError(column, "expected a list of per-claim scores (or an object with per_claim)")
@@ -240,6 +253,10 @@ def _row_result(
     response = _value(row, RESPONSE)[1]
     if conversation is None and response is None:
         result.error_kind, result.reason = ErrorKind.PROVIDER, NO_OUTPUT
+        return result
+    if str(response or "").lstrip().startswith(HARNESS_ERROR_PREFIX):
+        result.reason = f"{HARNESS_ERROR}: {str(response).strip()[:300]}"
+        result.stop_reason = "infra_error"
         return result
     messages = _json(conversation_column, conversation) if conversation is not None else []
     if not isinstance(messages, list):

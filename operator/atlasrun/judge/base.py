@@ -17,6 +17,7 @@ class ClaimVerdict(BaseModel):
     reason: str = ""
     confidence: float | None = None
     error: str | None = None
+    truncated_from: int | None = None  # the answer's length when it was cut before judging
 
     @classmethod
     def labelled(cls, claim: str, label: Label, reason: str, confidence: float | None = None) -> ClaimVerdict:

@@ -17,7 +17,10 @@ from atlasrun.judge.prompt import CLAIM_JUDGE_PROMPT, PROMPT_SHA256, PROMPT_VERS
 from atlasrun.provider import Endpoint, ProviderError, complete
 from atlasrun.redact import scrub
 
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+# The MCP-Atlas harness cuts longer answers before judging (score_claims.py MAX_RESPONSE_CHARS).
+MAX_ANSWER_CHARS = 500_000
+TRUNCATION_NOTE = "\n\n[TRUNCATED - original response was too long]"
+EMPTY_ANSWER_REASON = "empty final answer: scored 0 without a judge call"
 
 
 class JudgeOutputError(ValueError):
@@ -25,17 +28,22 @@ class JudgeOutputError(ValueError):
 
 
 def extract_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in an LLM judge's reply (code fences and chatter around it are tolerated)."""
-    match = _JSON_OBJECT.search(text or "")
-    if not match:
-        raise JudgeOutputError(f"no JSON object in judge output: {scrub(text or '')[:120]!r}")
-    try:
-        data: Any = json.loads(match.group(0))
-    except ValueError as exc:
-        raise JudgeOutputError(f"judge output is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise JudgeOutputError("judge output is not a JSON object")
-    return data
+    """The first JSON object in an LLM judge's reply: code fences, chatter before it and trailing
+    text or stray braces after it are tolerated."""
+    text = text or ""
+    decoder = json.JSONDecoder()
+    first_error: str | None = None
+    for match in re.finditer(r"\{", text):
+        try:
+            data, _ = decoder.raw_decode(text, match.start())
+        except ValueError as exc:
+            first_error = first_error or str(exc)
+            continue
+        if isinstance(data, dict):
+            return data
+    if first_error is None:
+        raise JudgeOutputError(f"no JSON object in judge output: {scrub(text)[:120]!r}")
+    raise JudgeOutputError(f"judge output is not valid JSON: {first_error}")
 
 
 def parse_judge_output(text: str) -> tuple[str, str, float | None]:
@@ -71,7 +79,19 @@ class LLMJudge:
         )
 
     async def judge(self, claim: str, response: str) -> ClaimVerdict:
-        prompt = CLAIM_JUDGE_PROMPT.format(claim=claim, response=response or "(empty response)")
+        if not (response or "").strip():
+            return ClaimVerdict.labelled(claim, "not_fulfilled", EMPTY_ANSWER_REASON, 1.0)
+        truncated_from = None
+        if len(response) > MAX_ANSWER_CHARS:
+            truncated_from = len(response)
+            response = response[:MAX_ANSWER_CHARS] + TRUNCATION_NOTE
+        verdict = await self._judge(claim, response)
+        if truncated_from is not None:
+            verdict = verdict.model_copy(update={"truncated_from": truncated_from})
+        return verdict
+
+    async def _judge(self, claim: str, response: str) -> ClaimVerdict:
+        prompt = CLAIM_JUDGE_PROMPT.format(claim=claim, response=response)
         messages = [{"role": "user", "content": prompt}]
         last_error = ""
         for _ in range(self.retries + 1):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-PROMPT_VERSION = "mcp-atlas-appendix-c/1"
+PROMPT_VERSION = "mcp-atlas-appendix-c/2"
 
 CLAIM_JUDGE_PROMPT = """You are evaluating how well a model's response addresses a specific expert-defined claim.
 
@@ -17,7 +17,7 @@ NUMERICAL COMPARISON GUIDELINES:
 - For numerical values, use reasonable approximation thresholds:
   * Exact match NOT required for decimals
   * Values within 5% of the claimed number are considered matching
-  * For percentages, 1 percentage points is acceptable
+  * For percentages, ±1 percentage points is acceptable
   * Round to appropriate significant figures based on context
 - Consider the precision appropriate to the domain:
   * Scientific measurements may need higher precision

@@ -40,6 +40,7 @@ from atlasrun.scoring.stats import (
     RepeatStats,
     breakdown,
     by_model,
+    common_tasks,
     coverage_ci,
     pass_rate_ci,
     repeat_stats,
@@ -90,6 +91,10 @@ class ModelRow:
     tools: ModelToolMetrics
     coverages: list[float]  # scored coverages (the histogram)
     repeats: RepeatStats | None
+    # With several models, pass_rate and coverage are on the tasks scored for every model (paired,
+    # ``paired_tasks`` of them); the model's own figure over all it scored is secondary.
+    paired_tasks: int | None = None
+    pass_rate_all: Estimate | None = None
 
 
 @dataclass
@@ -316,7 +321,8 @@ def build_data(out: Path) -> ReportData:
                     task_tool_metrics(full.transcript, result.task_id, result.model, result.repeat)
                 )
             if is_failing(result, fail_threshold) and row.diagnosis is None:
-                row.signals = detect(full.transcript)
+                needs = bool(full.task.reference_calls()) if full.task is not None else None
+                row.signals = detect(full.transcript, needs)
                 derived[result.key] = _signals_diagnosis(result, row.signals)
         elif result.status == "scored":
             missing[result.model] += 1
@@ -331,15 +337,21 @@ def build_data(out: Path) -> ReportData:
 
     grouped = by_model(results)
     totals = summarize(results, order)
+    common = common_tasks(results) if len(order) > 1 else None
+    paired = {
+        m: grouped[m] if common is None else [r for r in grouped[m] if r.task_id in common] for m in order
+    }
     models = [
         ModelRow(
             model=m,
             totals=totals[m],
-            pass_rate=pass_rate_ci(grouped[m]),
-            coverage=coverage_ci(grouped[m]),
+            pass_rate=pass_rate_ci(paired[m]),
+            coverage=coverage_ci(paired[m]),
             tools=aggregate_tool_metrics(metrics[m], missing[m]),
             coverages=[r.coverage for r in grouped[m] if r.status == "scored" and r.coverage is not None],
             repeats=repeat_stats(grouped[m]) if header.repeats > 1 else None,
+            paired_tasks=None if common is None else len(common),
+            pass_rate_all=None if common is None else pass_rate_ci(grouped[m]),
         )
         for m in order
     ]

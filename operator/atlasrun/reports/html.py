@@ -102,6 +102,26 @@ def _header(data: ReportData) -> str:
     )
 
 
+def _unpaired(m: ModelRow) -> str:
+    """The secondary figure under a paired pass rate: the model alone, on every task it scored."""
+    if m.pass_rate_all is None:
+        return ""
+    return (
+        f'<br><span class="ci" title="unpaired: every task this model scored; task sets differ by model">'
+        f"all {m.pass_rate_all.n} scored: {pct(m.pass_rate_all.point)}</span>"
+    )
+
+
+def _paired_note(models: list[ModelRow]) -> str:
+    n = next((m.paired_tasks for m in models if m.paired_tasks is not None), None)
+    if n is None:
+        return ""
+    return (
+        f'<p class="note">Pass rate and coverage compare the models on the {n} task(s) scored for every '
+        "model (paired); the figure below each pass rate is that model alone on every task it scored.</p>"
+    )
+
+
 def _model_table(models: list[ModelRow]) -> str:
     rows = []
     for m in models:
@@ -116,7 +136,8 @@ def _model_table(models: list[ModelRow]) -> str:
             f'<tr data-model="{attr(m.model)}"><td class="model">{esc(m.model)}</td><td class="num">{t["tasks"]}</td>'
             f'<td class="num">{t["scored"]}</td><td class="num">{t["excluded"] or ""}</td>'
             f'<td class="num">{t["errored"] or ""}</td>'
-            f'<td class="num strong">{_ci(m.pass_rate)}</td><td class="num">{_ci(m.coverage, 1, 3, "")}</td>'
+            f'<td class="num strong">{_ci(m.pass_rate)}{_unpaired(m)}</td>'
+            f'<td class="num">{_ci(m.coverage, 1, 3, "")}</td>'
             + "".join(f'<td class="num">{pct(at.get(k))}</td>' for k in ("0.5", "0.75", "0.9"))
             + f'<td class="num">{pct(tm.valid_name_rate)}</td><td class="num">{pct(tm.schema_compliance)}</td>'
             f'<td class="num">{pct(tm.execution_success)}{missing}</td>'
@@ -355,7 +376,9 @@ def render(data: ReportData) -> str:
         (
             "models",
             "Models",
-            _model_table(ranked) + '<p class="muted foot">Rates count scored tasks only (primary '
+            _paired_note(ranked)
+            + _model_table(ranked)
+            + '<p class="muted foot">Rates count scored tasks only (primary '
             "judge); CIs are nonparametric bootstrap 95% intervals resampling tasks. Tool-call rates are pooled over "
             "all calls of scored tasks; tokens and cost cover every attempt.</p>" + _reasons(ranked),
         ),

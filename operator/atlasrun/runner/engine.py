@@ -41,6 +41,9 @@ from atlasrun.tasks.model import Task
 
 REPLAY = "replay"
 DETERMINISTIC = "deterministic"
+# A public-format MCP-Atlas task has no reference answer (its trajectory's final text is narration):
+# replaying it can only score 0, so it is excluded rather than scored.
+NO_REFERENCE_ANSWER = "no reference answer to replay"
 
 
 def make_agent(model: ModelSpec) -> Agent:
@@ -55,8 +58,9 @@ def make_agent(model: ModelSpec) -> Agent:
 def make_judge(spec: JudgeSpec, retries: int, backoff_s: float) -> Judge:
     if (spec.model or spec.name) == DETERMINISTIC:
         return DeterministicJudge(spec.name)
+    params = {"temperature": spec.temperature, **spec.params}
     endpoint = Endpoint(
-        spec.model or spec.name, spec.api_base, spec.api_key_env, tuple(sorted(spec.params.items()))
+        spec.model or spec.name, spec.api_base, spec.api_key_env, tuple(sorted(params.items()))
     )
     return LLMJudge(
         spec.name, endpoint, retries=retries, backoff_base_s=backoff_s, max_concurrency=spec.max_concurrency
@@ -195,6 +199,8 @@ class Engine:
     async def _run_item(
         self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore
     ) -> TaskResult:
+        if item.model.litellm_model == REPLAY and not (item.task.reference_answer or "").strip():
+            return self._base(item, status="excluded", reason=NO_REFERENCE_ANSWER)
         previous = item.previous
         if previous is not None and previous.error_kind in (ErrorKind.JUDGE, ErrorKind.UNJUDGED):
             transcript = self.store.load_transcript(previous)

@@ -104,6 +104,7 @@ class SecretKeyRef(_Spec):
 class JudgeSpec(_Spec):
     name: SafeName
     model: str | None = None  # litellm model id for LLM judges; None for "deterministic"
+    temperature: float = Field(default=0.0, ge=0.0)  # MCP-Atlas judges at 0; params.temperature wins
     params: dict[str, Any] = Field(default_factory=dict)
     api_base: str | None = None
     api_key_env: str | None = None

@@ -97,7 +97,13 @@ def _per_task(results: Iterable[TaskResult], value: Callable[[TaskResult], float
     groups: dict[str, list[float]] = {}
     for r in scored(results):
         groups.setdefault(r.task_id, []).append(value(r))
-    return list(groups.values())
+    return _sorted_groups(groups)
+
+
+def _sorted_groups(groups: dict[str, list[float]]) -> list[list[float]]:
+    """Groups in task-id order, so the bootstrap draws the same tasks whatever the order of the
+    lines in results.jsonl (the same results always give the same CI)."""
+    return [groups[key] for key in sorted(groups)]
 
 
 def pass_rate_ci(
@@ -213,16 +219,31 @@ def mcnemar(b: int, c: int) -> McNemar:
     return McNemar(b=b, c=c, method="chi2", statistic=chi2, p_value=math.erfc(math.sqrt(chi2 / 2)))
 
 
+class Unpaired(BaseModel):
+    """One model's own figures on every task it scored (secondary: task sets differ by model)."""
+
+    tasks: int
+    pass_rate: float
+
+
+MCNEMAR_UNIT = (
+    "tasks (each task's repeats aggregated first: it counts for the model that passed more of them)"
+)
+
+
 class PairedComparison(BaseModel):
     pairs: int  # (task, repeat) pairs scored for both models
-    tasks: int  # distinct tasks among them (the bootstrap resampling unit)
+    tasks: int  # distinct tasks among them (the bootstrap resampling unit and McNemar's pairs)
     pass_rate_a: float
     pass_rate_b: float
     coverage_a: float
     coverage_b: float
     pass_rate_diff: Estimate  # A - B
     coverage_diff: Estimate  # A - B
-    mcnemar: McNemar
+    mcnemar: McNemar  # on tasks, see MCNEMAR_UNIT
+    mcnemar_unit: str = MCNEMAR_UNIT
+    unpaired_a: Unpaired | None = None
+    unpaired_b: Unpaired | None = None
 
 
 def paired_comparison(
@@ -231,10 +252,14 @@ def paired_comparison(
     """Model A vs model B on the (task, repeat) pairs both scored; None if there are none.
 
     Differences are A - B with a paired bootstrap CI (tasks resampled, both models' results for a
-    task kept together); McNemar's test is on the pass/fail pairs.
+    task kept together). McNemar's test is on tasks, not on (task, repeat) pairs: repeats of one
+    task are not independent, so each task's repeats are aggregated first (A's and B's passes
+    compared; a tie is concordant). With one repeat this is the ordinary McNemar test. Each
+    model's unpaired pass rate over all the tasks it scored is kept as a secondary figure.
     """
-    index_b = {(r.task_id, r.repeat): r for r in scored(b)}
-    pairs = [(ra, index_b[(ra.task_id, ra.repeat)]) for ra in scored(a) if (ra.task_id, ra.repeat) in index_b]
+    a_rows, b_rows = scored(a), scored(b)
+    index_b = {(r.task_id, r.repeat): r for r in b_rows}
+    pairs = [(ra, index_b[(ra.task_id, ra.repeat)]) for ra in a_rows if (ra.task_id, ra.repeat) in index_b]
     if not pairs:
         return None
     pass_diff: dict[str, list[float]] = {}
@@ -242,10 +267,12 @@ def paired_comparison(
     for ra, rb in pairs:
         pass_diff.setdefault(ra.task_id, []).append(float(bool(ra.passed)) - float(bool(rb.passed)))
         cov_diff.setdefault(ra.task_id, []).append((ra.coverage or 0.0) - (rb.coverage or 0.0))
-    pass_ci = bootstrap_mean(list(pass_diff.values()), resamples, seed)
-    cov_ci = bootstrap_mean(list(cov_diff.values()), resamples, seed)
+    pass_ci = bootstrap_mean(_sorted_groups(pass_diff), resamples, seed)
+    cov_ci = bootstrap_mean(_sorted_groups(cov_diff), resamples, seed)
     assert pass_ci is not None and cov_ci is not None  # pairs is non-empty
     n = len(pairs)
+    # Per task, the sum of (A passed - B passed) over its paired repeats: > 0 when A passed more.
+    task_sign = [math.fsum(d) for d in pass_diff.values()]
     return PairedComparison(
         pairs=n,
         tasks=len(pass_diff),
@@ -255,8 +282,19 @@ def paired_comparison(
         coverage_b=math.fsum(rb.coverage or 0.0 for _, rb in pairs) / n,
         pass_rate_diff=pass_ci,
         coverage_diff=cov_ci,
-        mcnemar=mcnemar(
-            sum(1 for ra, rb in pairs if ra.passed and not rb.passed),
-            sum(1 for ra, rb in pairs if rb.passed and not ra.passed),
-        ),
+        mcnemar=mcnemar(sum(1 for d in task_sign if d > 0), sum(1 for d in task_sign if d < 0)),
+        unpaired_a=_unpaired(a_rows),
+        unpaired_b=_unpaired(b_rows),
     )
+
+
+def _unpaired(rows: list[TaskResult]) -> Unpaired:
+    return Unpaired(
+        tasks=len({r.task_id for r in rows}), pass_rate=sum(bool(r.passed) for r in rows) / len(rows)
+    )
+
+
+def common_tasks(results: Iterable[TaskResult]) -> set[str]:
+    """Task ids scored for every model present in ``results`` (the tasks models are compared on)."""
+    sets = [{r.task_id for r in rows} for rows in by_model(scored(results)).values()]
+    return set.intersection(*sets) if sets else set()

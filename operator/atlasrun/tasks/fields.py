@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -39,31 +41,58 @@ def _literal(text: str) -> Any:
         raise FieldError(f"not a JSON or Python list: {exc}") from exc
 
 
-def parse_claims(value: Any) -> list[str]:
-    """Claims as a list, a JSON/Python list string (possibly nested once), or bullet text."""
+MIN_CLAIM_CHARS = 4  # MCP-Atlas drops claims of 3 characters or fewer (score_claims.extract_claims)
+_SEPARATORS = (";", "||")  # after bullets, before plain lines, as the reference tries them
+_log = logging.getLogger("atlasrun.tasks")
+
+
+def parse_claims(value: Any, warn: Callable[[str], None] | None = None) -> list[str]:
+    """Claims as a list, a JSON/Python list string (possibly nested once), bullet text, or text
+    separated by ``;`` or ``||``. Like the MCP-Atlas scorer, empty claims and claims of 3
+    characters or fewer are skipped with a warning (``warn``, else the ``atlasrun.tasks`` log);
+    only a value with no usable claim at all is rejected."""
+    skipped: list[str] = []
+    claims = [c for c in _claim_items(value) if _keep(c, skipped)]
+    if skipped:
+        message = f"skipped {len(skipped)} claim(s) of {MIN_CLAIM_CHARS - 1} characters or fewer: {skipped}"
+        (warn or _log.warning)(message)
+    if not claims:
+        raise FieldError("no claims" + (f" (only too-short ones: {skipped})" if skipped else ""))
+    return claims
+
+
+def _keep(claim: str, skipped: list[str]) -> bool:
+    if len(claim) < MIN_CLAIM_CHARS:
+        skipped.append(claim)
+        return False
+    return True
+
+
+def _claim_items(value: Any) -> list[str]:
     if isinstance(value, str):
         text = value.strip()
         if not text:
             raise FieldError("no claims")
         if text.startswith("["):
-            return parse_claims(_literal(text))
-        lines = [_BULLET.sub("", line).strip() for line in text.splitlines()]
-        claims = [line for line in lines if line]
-        if not claims:
-            raise FieldError("no claims")
-        return claims
+            return _claim_items(_literal(text))
+        lines = text.splitlines()
+        if not any(_BULLET.match(line) for line in lines):
+            for sep in _SEPARATORS:
+                if sep in text:
+                    return [part.strip() for part in text.split(sep)]
+        return [_BULLET.sub("", line).strip() for line in lines if line.strip()]
     if isinstance(value, (list, tuple)) or _is_array(value):
         items = list(value)
         # The public split wraps the literal list in a one-element list.
         if len(items) == 1 and isinstance(items[0], str) and items[0].strip().startswith("["):
-            return parse_claims(items[0])
+            return _claim_items(items[0])
         claims = []
         for i, item in enumerate(items):
-            if not isinstance(item, str) or not item.strip():
-                raise FieldError(f"claim {i} is not a non-empty string: {item!r}")
+            if item is None:
+                item = ""
+            if not isinstance(item, str):
+                raise FieldError(f"claim {i} is not a string: {item!r}")
             claims.append(item.strip())
-        if not claims:
-            raise FieldError("no claims")
         return claims
     raise FieldError(f"expected a list of claims, got {type(value).__name__}")
 
@@ -85,6 +114,7 @@ def parse_tool_list(value: Any) -> list[str]:
         name = item.get("name") if isinstance(item, dict) else item
         if not isinstance(name, str):
             raise FieldError(f"item {i} has no tool name: {item!r}")
+        name = naming.canonical(name)
         check_tool_name(name)
         names.append(name)
     return names
@@ -142,7 +172,8 @@ def _openai_trajectory(value: Any) -> list[RefTurn]:
                 fn = tc.get("function") if isinstance(tc, dict) else None
                 if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                     raise FieldError(f"message {i} tool_call {j} has no function name")
-                check_tool_name(fn["name"])
+                name = naming.canonical(fn["name"])
+                check_tool_name(name)
                 raw = fn.get("arguments") or "{}"
                 try:
                     args = json.loads(raw) if isinstance(raw, str) else raw
@@ -150,7 +181,7 @@ def _openai_trajectory(value: Any) -> list[RefTurn]:
                     raise FieldError(f"message {i} tool_call {j}: arguments are not JSON ({exc})") from exc
                 if not isinstance(args, dict):
                     raise FieldError(f"message {i} tool_call {j}: arguments must be an object")
-                call = RefCall(name=fn["name"], arguments=args, id=tc.get("id"))
+                call = RefCall(name=name, arguments=args, id=tc.get("id"))
                 calls.append(call)
                 if call.id:
                     by_id[call.id] = call

@@ -1,0 +1,83 @@
+"""``atlas judge-eval LABELS.jsonl --judge NAME``: measure a judge against hand-labelled pairs.
+
+Prints the confusion matrix, exact agreement, Cohen's kappa and precision/recall of
+``fulfilled``; ``--json`` prints them as one object. NAME is ``deterministic`` or a judge of
+the run file given with ``--run`` (an LLM judge is called once per pair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from atlasrun.errors import InputError
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _judge(name: str, run_file: str | None) -> Any:
+    from atlasrun.runner.engine import make_judge
+    from atlasrun.runspec.run import JudgeSpec, load_run_spec
+
+    if run_file is None:
+        if name != "deterministic":
+            raise InputError(f"judge {name!r} needs --run RUN.yaml (only 'deterministic' is built in)")
+        return make_judge(JudgeSpec(name=name), retries=0, backoff_s=0.0)
+    spec = load_run_spec(run_file)
+    judges = {j.name: j for j in spec.spec.judges}
+    if name not in judges:
+        if name == "deterministic":
+            return make_judge(JudgeSpec(name=name), retries=0, backoff_s=0.0)
+        raise InputError(
+            f"no judge {name!r} in the run file; judges: {', '.join(judges) or 'none'}", where=run_file
+        )
+    limits = spec.spec.limits
+    return make_judge(judges[name], limits.judge_retries, limits.retry_backoff_s)
+
+
+def cmd_judge_eval(args: argparse.Namespace) -> int:
+    from atlasrun.scoring.agreement import LABELS
+    from atlasrun.scoring.judge_eval import evaluate, load_labels
+
+    pairs = load_labels(Path(args.labels))
+    result = evaluate(_judge(args.judge, args.run), pairs)
+    if args.json:
+        body = result.model_dump(exclude={"outcomes"} if not args.verbose else set())
+        print(json.dumps(body, indent=2))
+        return 0
+    short = {"fulfilled": "F", "partially_fulfilled": "P", "not_fulfilled": "N"}
+    print(f"judge {result.judge} on {args.labels}: {result.n} pair(s) judged, {result.failed} failed")
+    print("\nconfusion (rows: label, columns: judge)")
+    print(f"{'':>22}" + "".join(f"{short[g]:>6}" for g in LABELS))
+    for expected in LABELS:
+        print(f"{expected:>22}" + "".join(f"{result.confusion[expected][g]:>6}" for g in LABELS))
+    print(
+        f"\naccuracy {_fmt(result.accuracy)}  kappa {_fmt(result.kappa)}  "
+        f"fulfilled precision {_fmt(result.fulfilled_precision)}  recall {_fmt(result.fulfilled_recall)}"
+    )
+    if len(result.by_category) > 1:
+        print("\nexact agreement by category")
+        for category, acc in result.by_category.items():
+            print(f"  {category:<24} {acc:.2f}")
+    if args.verbose:
+        print("\ndisagreements")
+        for o in result.outcomes:
+            if o.got != o.expected:
+                print(f"  {o.id}: label {o.expected}, judge {o.got}: {o.reason}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "judge-eval", help="measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa"
+    )
+    parser.add_argument("labels", metavar="LABELS.jsonl", help='JSONL lines {"id","claim","answer","label"}')
+    parser.add_argument("--judge", required=True, help="'deterministic' or a judge name from --run")
+    parser.add_argument("--run", help="run file whose judges to use")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also list every disagreement")
+    parser.set_defaults(func=cmd_judge_eval)

@@ -1,0 +1,131 @@
+"""Judge calibration: run a judge on hand-labelled (claim, answer) pairs and measure agreement.
+
+A labels file is JSONL, one ``{"id", "claim", "answer", "label"}`` object a line (``label`` one of
+fulfilled / partially_fulfilled / not_fulfilled; extra keys such as ``category`` are kept).
+Figures: exact agreement, Cohen's kappa (``scoring.agreement``), precision and recall of
+``fulfilled`` (a false pass is the worst error a judge makes), and the 3x3 confusion matrix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from atlasrun.errors import InputError, format_validation
+from atlasrun.judge.base import ClaimVerdict, Judge, Label
+from atlasrun.scoring.agreement import LABELS, cohens_kappa
+
+
+class LabelledPair(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    claim: str
+    answer: str
+    label: Label
+    category: str | None = None
+
+
+def load_labels(path: Path) -> list[LabelledPair]:
+    """Every line of a labels file; a bad line is an error naming the line, id and field."""
+    if not path.is_file():
+        raise InputError("labels file not found", where=str(path))
+    pairs: list[LabelledPair] = []
+    errors: list[str] = []
+    seen: set[str] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw: Any = json.loads(line)
+        except ValueError as exc:
+            errors.append(f"line {number}: not JSON ({exc})")
+            continue
+        ident = raw.get("id", "?") if isinstance(raw, dict) else "?"
+        try:
+            pair = LabelledPair.model_validate(raw)
+        except ValidationError as exc:
+            errors.append(f"line {number}, id {ident}: {format_validation(exc)}")
+            continue
+        if pair.id in seen:
+            errors.append(f"line {number}, id {pair.id}: duplicate id")
+            continue
+        seen.add(pair.id)
+        pairs.append(pair)
+    if errors:
+        raise InputError(
+            "; ".join(errors[:10]) + (f" (+{len(errors) - 10} more)" if len(errors) > 10 else ""),
+            where=str(path),
+        )
+    if not pairs:
+        raise InputError("no labelled pairs", where=str(path))
+    return pairs
+
+
+class PairOutcome(BaseModel):
+    id: str
+    category: str | None
+    expected: Label
+    got: Label | None  # None: the judge failed on this pair
+    reason: str
+
+
+class JudgeEval(BaseModel):
+    judge: str
+    n: int  # pairs the judge labelled
+    failed: int  # pairs the judge failed on (left out of every figure)
+    accuracy: float | None
+    kappa: float | None
+    fulfilled_precision: float | None
+    fulfilled_recall: float | None
+    confusion: dict[str, dict[str, int]]  # expected label -> judge label -> count
+    by_category: dict[str, float]  # category -> exact agreement
+    outcomes: list[PairOutcome]
+
+
+async def _judge_all(judge: Judge, pairs: Sequence[LabelledPair]) -> list[ClaimVerdict]:
+    return list(await asyncio.gather(*(judge.judge(p.claim, p.answer) for p in pairs)))
+
+
+def evaluate(judge: Judge, pairs: Sequence[LabelledPair]) -> JudgeEval:
+    verdicts = asyncio.run(_judge_all(judge, pairs))
+    outcomes = [
+        PairOutcome(id=p.id, category=p.category, expected=p.label, got=v.label, reason=v.error or v.reason)
+        for p, v in zip(pairs, verdicts, strict=True)
+    ]
+    return summarize(judge.info.name, outcomes)
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def summarize(judge_name: str, outcomes: list[PairOutcome]) -> JudgeEval:
+    judged = [(o.expected, o.got) for o in outcomes if o.got is not None]
+    confusion = {e: {g: 0 for g in LABELS} for e in LABELS}
+    for expected, got in judged:
+        confusion[expected][got] += 1
+    said_fulfilled = sum(confusion[e]["fulfilled"] for e in LABELS)
+    truly_fulfilled = sum(confusion["fulfilled"].values())
+    hits = confusion["fulfilled"]["fulfilled"]
+    categories: dict[str, list[bool]] = {}
+    for o in outcomes:
+        if o.got is not None:
+            categories.setdefault(o.category or "(none)", []).append(o.got == o.expected)
+    return JudgeEval(
+        judge=judge_name,
+        n=len(judged),
+        failed=len(outcomes) - len(judged),
+        accuracy=_ratio(sum(1 for e, g in judged if e == g), len(judged)),
+        kappa=cohens_kappa([(e, str(g)) for e, g in judged]),
+        fulfilled_precision=_ratio(hits, said_fulfilled),
+        fulfilled_recall=_ratio(hits, truly_fulfilled),
+        confusion=confusion,
+        by_category={c: sum(v) / len(v) for c, v in sorted(categories.items())},
+        outcomes=outcomes,
+    )

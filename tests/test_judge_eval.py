@@ -1,0 +1,81 @@
+"""`atlas judge-eval`: the figures it prints, and the deterministic judge's quality gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from atlasrun.cli import main
+from atlasrun.errors import InputError
+from atlasrun.scoring.judge_eval import PairOutcome, load_labels, summarize
+
+DATA = Path(__file__).parent / "data"
+
+
+def _eval_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(["judge-eval", str(path), "--judge", "deterministic", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", ["judge_labels.jsonl", "judge_labels_holdout.jsonl"])
+def test_deterministic_judge_meets_the_goal(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    body = _eval_json(DATA / name, capsys)
+    assert set(body) >= {"n", "accuracy", "kappa", "fulfilled_precision", "fulfilled_recall", "confusion"}
+    assert body["n"] == len(load_labels(DATA / name))
+    assert body["accuracy"] >= 0.85, body
+    assert body["fulfilled_precision"] >= 0.95, body
+
+
+def test_labelled_sets_cover_every_category() -> None:
+    wanted = {
+        "negation", "wrong_entity", "swapped_roles", "direction", "number_words", "number_formats",
+        "dates_times", "units", "percent_points", "tolerance", "partial_list", "hedged_refusing",
+        "empty", "number_dump",
+    }  # fmt: skip
+    main_set, holdout = (
+        load_labels(DATA / "judge_labels.jsonl"),
+        load_labels(DATA / "judge_labels_holdout.jsonl"),
+    )
+    assert len(main_set) >= 300 and len(holdout) >= 80
+    assert wanted <= {p.category for p in main_set} and wanted <= {p.category for p in holdout}
+    assert not {(p.claim, p.answer) for p in main_set} & {(p.claim, p.answer) for p in holdout}
+
+
+def test_figures_hand_computed() -> None:
+    # 4 pairs: F->F, F->P, N->F, P->P. accuracy 2/4; fulfilled precision 1/2 (one of two F verdicts
+    # right), recall 1/2; kappa: p_o = .5, p_e = (2/4*2/4) + (1/4*2/4) + (1/4*0) = .375 -> .2
+    rows = [("fulfilled", "fulfilled"), ("fulfilled", "partially_fulfilled"), ("not_fulfilled", "fulfilled")]
+    rows.append(("partially_fulfilled", "partially_fulfilled"))
+    outcomes = [
+        PairOutcome(id=str(i), category=None, expected=e, got=g, reason="") for i, (e, g) in enumerate(rows)
+    ]
+    result = summarize("x", outcomes)
+    assert (result.n, result.accuracy, result.fulfilled_precision, result.fulfilled_recall) == (
+        4,
+        0.5,
+        0.5,
+        0.5,
+    )
+    assert result.kappa == pytest.approx(0.2)
+    assert result.confusion["not_fulfilled"]["fulfilled"] == 1
+
+
+def test_table_output_and_bad_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(
+        json.dumps({"id": "a", "claim": "The sum is 42", "answer": "The sum is 42.", "label": "fulfilled"})
+        + "\n"
+        + json.dumps({"id": "b", "claim": "The sum is 42", "answer": "", "label": "not_fulfilled"})
+        + "\n"
+    )
+    assert main(["judge-eval", str(good), "--judge", "deterministic"]) == 0
+    out = capsys.readouterr().out
+    assert "accuracy 1.000" in out and "fulfilled precision 1.000" in out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + '{"id": "c", "claim": "x", "answer": "y", "label": "maybe"}\n')
+    with pytest.raises(InputError, match="line 3, id c: label"):
+        load_labels(bad)
+    assert main(["judge-eval", str(good), "--judge", "gpt-judge"]) == 2
+    assert "needs --run" in capsys.readouterr().err
