@@ -211,7 +211,7 @@ async def sandbox_costs(
                     f"{name} {label}, sandboxed (ms)",
                     f"{ours:.1f}",
                     f"{floor:.1f} unconfined",
-                    f"{ours / floor:.2f}x, +{ours - floor:.1f} ms (median of {len(samples['bwrap'])})",
+                    f"{ours / floor:.2f}x, {ours - floor:+.1f} ms (median of {len(samples['bwrap'])})",
                 )
             )
     return rows
