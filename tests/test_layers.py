@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_layers_contract_is_kept() -> None:
     lint_imports = Path(sys.executable).with_name("lint-imports")
     proc = subprocess.run(
-        [str(lint_imports), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        [str(lint_imports), "--no-logo", "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -285,9 +285,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def _register_command_modules(sub: Any, command: str | None) -> None:
     import importlib
+    import pkgutil
 
-    if command in COMMANDS:
-        importlib.import_module(f"atlasrun.commands.{COMMANDS[command][0]}").register(sub)
+    import atlasrun.commands as package
+
+    listed = {module for module, _ in COMMANDS.values()}
+    unlisted = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.name not in listed)
+    wanted = [COMMANDS[command][0]] if command in COMMANDS else []
+    for module in [*wanted, *unlisted]:  # unlisted: registered eagerly (slow --help; a test flags it)
+        importlib.import_module(f"{package.__name__}.{module}").register(sub)
     for name, (_, help_text) in COMMANDS.items():
         if name not in sub.choices:  # a module may register several commands
             sub.add_parser(name, help=help_text)

@@ -12,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "paired comparison of two models on the tasks both scored"),
     "diagnose": ("diagnose", "classify why failed tasks failed (11-mode failure taxonomy)"),
     "export-atlas": ("interop", "export a results dir in the MCP-Atlas harness's columns"),
+    "judge-eval": ("judge_eval", "measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa"),
     "import-atlas": ("interop", "import results of the MCP-Atlas harness as a results dir"),
     "report": ("report", "write OUT/report.html: tables, charts and a per-task drill-down"),
     "rescore": ("rescore", "judge a finished run's saved answers again (no agent reruns)"),
