@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import PROVIDER_NOTE, LiteLLMAgent
@@ -156,7 +157,7 @@ class Engine:
             await asyncio.to_thread(self.store.append, result)
         self.on_result(result)
 
-    def _base(self, item: Item, **fields: object) -> TaskResult:
+    def _base(self, item: Item, **fields: Any) -> TaskResult:
         task = item.task
         return TaskResult(
             task_id=task.id,
@@ -167,7 +168,7 @@ class Engine:
             servers=task.required_servers,
             task=task,
             **fields,
-        )  # type: ignore[arg-type]
+        )
 
     async def _run_item(
         self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore
