@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import PROVIDER_NOTE, PROVIDER_TIMEOUT_NOTE, LiteLLMAgent
@@ -183,7 +184,7 @@ class Engine:
                 await asyncio.to_thread(self.store.append_verdict, result)
         self.on_result(result)
 
-    def _base(self, item: Item, **fields: object) -> TaskResult:
+    def _base(self, item: Item, **fields: Any) -> TaskResult:
         task = item.task
         return TaskResult(
             task_id=task.id,
@@ -194,7 +195,7 @@ class Engine:
             servers=task.required_servers,
             task=task,
             **fields,
-        )  # type: ignore[arg-type]
+        )
 
     async def _run_item(
         self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore
