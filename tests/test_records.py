@@ -175,6 +175,7 @@ def test_record_keys_never_collide_and_fit_a_file_name() -> None:
     assert record_key("a/b").startswith("a_b-")  # still readable
 
 
+@pytest.mark.servers
 def test_colliding_ids_run_resume_and_keep_their_own_transcripts(tmp_path: Path, data_dir: Path) -> None:
     pytest.importorskip("mcp")
     ids = ["日本", "中国", "a/b", "a_b", "long-" + "x" * 300]

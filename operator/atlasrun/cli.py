@@ -228,7 +228,7 @@ def cmd_init_workspace(args: argparse.Namespace) -> int:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``atlas`` parser; of the command modules only ``command``'s is imported (its full
     parser), the others are listed by name and help."""
-    from atlasrun.servers.sandbox import UNSAFE_FLAG, UNSAFE_HELP
+    from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
 
     parser = argparse.ArgumentParser(prog="atlas", description="Benchmark LLM agents' MCP tool use.")
     sub = parser.add_subparsers(dest="command", required=True)

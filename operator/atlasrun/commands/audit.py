@@ -30,12 +30,13 @@ from typing import Any
 import yaml
 
 from atlasrun.agent.transcript import CallRecord, Transcript
+from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runspec.run import RunSpec
 from atlasrun.scoring.result import TaskResult
-from atlasrun.servers.sandbox import UNSAFE_FLAG, UNSAFE_HELP, Sandbox
+from atlasrun.servers.sandbox import Sandbox
 from atlasrun.tasks.model import RefCall, Task
 
 FLAGS = ("unsolvable", "drifted", "unsupported_claims")  # most severe first

@@ -34,13 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atlasrun.errors import AtlasError
+from atlasrun.flags import UNSAFE_FLAG
 from atlasrun.servers.catalog import ServerSpec
 
-UNSAFE_FLAG = "--unsafe-host-exec"
-UNSAFE_HELP = (
-    "where bubblewrap is missing, let servers that execute code (code-runner, cli-mcp-server) run "
-    "unconfined on this host, with the runner's user and files"
-)
 # Host /etc entries a server may need (dynamic linker, users, time zone, TLS roots); nothing else
 # of /etc is visible. resolv.conf and hosts only matter with network access.
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",

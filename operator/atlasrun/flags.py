@@ -1,0 +1,10 @@
+"""Command-line flags that lower layers name in their error messages.
+
+Kept free of imports so that building the ``atlas`` parser stays cheap.
+"""
+
+UNSAFE_FLAG = "--unsafe-host-exec"
+UNSAFE_HELP = (
+    "where bubblewrap is missing, let servers that execute code (code-runner, cli-mcp-server) run "
+    "unconfined on this host, with the runner's user and files"
+)
