@@ -146,8 +146,9 @@ def _missing_facts(claim: str, text: str) -> list[str]:
     """The claim's key facts (names, identifiers, dates, numbers - as the judge extracts them) not in text."""
     found, missing = key_facts(claim, text)
     assert found or missing, f"claim has no checkable fact: {claim!r}"
-    # A count spelled out in words ("the three files") frames the claim; figures must be grounded.
-    return [m for m in missing if not m.split()[0][:1].isdigit() or m.split()[0] in claim]
+    # Stricter than `atlas audit` (judge.deterministic.ungrounded): names and ids must be there too.
+    # A count spelled out in words ("the three files") frames the claim and is not required.
+    return [m for m in missing if not m[:1].isdigit() or m.split()[0] in claim]
 
 
 def test_claims_are_supported_by_the_replayed_tool_outputs(replayed: RunOutcome) -> None:

@@ -31,7 +31,7 @@ import yaml
 
 from atlasrun.agent.transcript import CallRecord, Transcript
 from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
-from atlasrun.judge.deterministic import DeterministicJudge
+from atlasrun.judge.deterministic import DeterministicJudge, key_facts, ungrounded
 from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runspec.run import RunSpec
@@ -126,10 +126,17 @@ def audit_result(task: Task, result: TaskResult, judge: DeterministicJudge) -> A
                 "drifted", f"{ref.name} {json.dumps(ref.arguments)}: {_difference(ref.output, live.result)}"
             )
     live_text = "\n\n".join(outputs)
+    # Tool outputs are data, not an answer (lists of values the judge rightly rejects as number
+    # dumps), so a claim is checked fact by fact (judge.deterministic.ungrounded).
     for claim in task.claims:
-        verdict = judge.judge_sync(claim, live_text)
-        if verdict.label == "not_fulfilled":
-            row.flag("unsupported_claims", f"{claim!r} ({verdict.reason})")
+        absent = ungrounded(claim, live_text)
+        if absent:
+            row.flag("unsupported_claims", f"{claim!r} (not in the tool outputs: {', '.join(absent[:4])})")
+        elif (
+            key_facts(claim, live_text) == ([], [])
+            and judge.judge_sync(claim, live_text).label == "not_fulfilled"
+        ):
+            row.flag("unsupported_claims", f"{claim!r} (its wording is not in the tool outputs)")
     return row
 
 
@@ -162,7 +169,15 @@ def run_audit(
     plan = plan_run(spec)
     out.mkdir(parents=True, exist_ok=True)
     results: list[TaskResult] = []
-    engine = Engine(spec, plan, out, data_dir.resolve(), on_result=results.append, sandbox=sandbox)
+    engine = Engine(
+        spec,
+        plan,
+        out,
+        data_dir.resolve(),
+        on_result=results.append,
+        sandbox=sandbox,
+        replay_needs_answer=False,
+    )
     engine.manager.preflight(plan.servers_used())
     asyncio.run(engine.run(engine.items({})))
     judge = DeterministicJudge()

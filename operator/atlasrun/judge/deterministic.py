@@ -33,7 +33,7 @@ from atlasrun.judge.facts import (
 from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, REFUSALS, STOPWORDS
 
 VERSION = "deterministic/2"
-__all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts"]
+__all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 _NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|\w+n't)$")
 _HEDGE_PHRASES = re.compile(
@@ -203,6 +203,16 @@ def key_facts(claim: str, text: str) -> tuple[list[str], list[str]]:
     only in a list of candidates counts as found (for checking that claims are grounded in data)."""
     tally, dumps = _tally(read(claim, claim=True), read(text))
     return tally.matched + dumps, tally.missing + tally.contradicted
+
+
+def ungrounded(claim: str, text: str) -> list[str]:
+    """The claim's key facts that ``text`` (e.g. tool outputs: data, not an answer) does not
+    support: every figure written in the claim must be there; names and ids only need to be there
+    when nothing else is. A count spelled out in words ("the three files") frames the claim and
+    is not required."""
+    found, missing = key_facts(claim, text)
+    figures = [m for m in missing if m[:1].isdigit() and m.split()[0] in claim]
+    return missing if missing and not found else figures
 
 
 def _original(identifier: str, text: str) -> str:

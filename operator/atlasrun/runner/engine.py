@@ -85,8 +85,12 @@ class Engine:
         data_dir: Path,
         on_result: Callable[[TaskResult], None] | None = None,
         sandbox: Sandbox | None = None,
+        *,
+        replay_needs_answer: bool = True,
     ) -> None:
         self.spec = spec
+        # False for `atlas audit`: it replays trajectories for drift, whatever the answer is.
+        self.replay_needs_answer = replay_needs_answer
         self.body = spec.spec
         self.plan = plan
         secrets = [m.api_key_env for m in self.body.models] + [j.api_key_env for j in self.body.judges]
@@ -200,7 +204,11 @@ class Engine:
     async def _run_item(
         self, item: Item, model_slot: asyncio.Semaphore, run_slot: asyncio.Semaphore
     ) -> TaskResult:
-        if item.model.litellm_model == REPLAY and not (item.task.reference_answer or "").strip():
+        if (
+            self.replay_needs_answer
+            and item.model.litellm_model == REPLAY
+            and not (item.task.reference_answer or "").strip()
+        ):
             return self._base(item, status="excluded", reason=NO_REFERENCE_ANSWER)
         previous = item.previous
         if previous is not None and previous.error_kind in (ErrorKind.JUDGE, ErrorKind.UNJUDGED):
