@@ -113,7 +113,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from atlasrun.tasks.loader import load_tasks
 
     path = Path(args.file)
-    if not path.exists():
+    try:
+        found = path.exists()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
+    if not found:
         raise InputError("file not found", where=str(path))
     if _is_run_file(path):
         plan = plan_run(load_run_spec(path))

@@ -75,9 +75,14 @@ def secret_values(env_names: Iterable[str] = ()) -> frozenset[str]:
     return frozenset(
         value
         for name, value in os.environ.items()
-        if len(value) >= (MIN_SECRET_LEN if name in named else MIN_GUESSED_LEN)
-        and (name in named or SECRET_NAME.search(name))
+        if (name in named and len(value) >= MIN_SECRET_LEN)
+        or (SECRET_NAME.search(name) and _looks_secret(value))
     )
+
+
+def _looks_secret(value: str) -> bool:
+    """A guessed secret (by its variable's name) is long enough and not a path, number or flag."""
+    return len(value) >= MIN_GUESSED_LEN and not value.startswith(("/", "~")) and not value.isdigit()
 
 
 class Redactor:

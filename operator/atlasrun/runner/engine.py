@@ -166,11 +166,10 @@ class Engine:
                 for item in items:
                     group.create_task(one(item))
         except BaseExceptionGroup as failed:
-            # A results write failed (disk full, read-only): stop the run, with that clear error.
+            # A results write failed (disk full, read-only): the run stops (the other items are
+            # cancelled) with that error, not an exception group.
             storage = failed.subgroup(StorageError)
-            if storage is not None:
-                raise storage.exceptions[0] from None
-            raise
+            raise (storage or failed).exceptions[0] from None
         finally:
             await self.manager.close()
 

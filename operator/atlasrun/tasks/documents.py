@@ -121,8 +121,11 @@ def _keep_text(node: Node, paths: Sequence[Path]) -> None:
         _keep_text(child, rest)
 
 
-def _one_line(exc: yaml.YAMLError) -> str:
+def _one_line(exc: yaml.YAMLError, text: str) -> str:
     """A YAML error as 'what (line L, column C)', without the multi-line source excerpt."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        return f"{exc.reason} (character #x{exc.character:04x}, line {line})"
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         what = "; ".join(str(p) for p in (exc.context, exc.problem) if p) or "syntax error"
@@ -132,8 +135,9 @@ def _one_line(exc: yaml.YAMLError) -> str:
 
 def load_yaml(text: str, where: str, text_paths: Sequence[Path] = ()) -> Any:
     """One YAML document; ``text_paths`` name the fields whose plain scalars stay strings."""
-    loader = _StrictLoader(text)
+    loader: _StrictLoader | None = None
     try:
+        loader = _StrictLoader(text)  # checks the characters first (control characters are refused)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -141,11 +145,12 @@ def load_yaml(text: str, where: str, text_paths: Sequence[Path] = ()) -> Any:
         _keep_text(node, text_paths)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {_one_line(exc)}", where=where) from exc
+        raise InputError(f"not valid YAML: {_one_line(exc, text)}", where=where) from exc
     except RecursionError as exc:  # e.g. a very long chain of flow collections in one scalar key
         raise InputError(f"not valid YAML: nested deeper than {MAX_DEPTH} levels", where=where) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:

@@ -161,11 +161,18 @@ _TASK_TEXT_PATHS = [
 ]
 
 
-def _row_error(message: str) -> dict[str, Any]:
-    return {"__error__": message}
+@dataclass(frozen=True)
+class Unreadable:
+    """A row that could not be read as a record (not JSON, not an object, bad bytes, ...)."""
+
+    message: str
+    field: str = "(row)"
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+Row = dict[str, Any] | Unreadable
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, Row]]:
     # Bad bytes stay in the text as surrogates, so one bad row is rejected by name, not the file.
     text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
     csv.field_size_limit(sys.maxsize)
@@ -178,11 +185,11 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         except StopIteration:
             return
         except csv.Error as exc:
-            yield number, _row_error(f"not valid CSV at line {reader.line_num}: {exc}")
+            yield number, Unreadable(f"not valid CSV at line {reader.line_num}: {exc}")
             continue
         bad = [str(k) for k, v in row.items() if _has_bad_bytes(k) or _has_bad_bytes(v)]
         if bad:
-            yield number, _row_error(f"field {', '.join(bad)}: not valid UTF-8")
+            yield number, Unreadable("not valid UTF-8", field=", ".join(bad))
             continue
         yield number, dict(row)
 
@@ -193,28 +200,28 @@ def _has_bad_bytes(value: Any) -> bool:
     return isinstance(value, str) and any("\udc80" <= ch <= "\udcff" for ch in value)
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                yield number, _row_error(f"line is not valid UTF-8 (byte {exc.start} of the line)")
+                yield number, Unreadable(f"line is not valid UTF-8 (byte {exc.start} of the line)")
                 continue
             if not line.strip():
                 continue
             try:
                 value = load_json(line, "")
             except InputError as exc:
-                yield number, _row_error(f"line is {exc.message}")
+                yield number, Unreadable(f"line is {exc.message}")
                 continue
             if not isinstance(value, dict):
-                yield number, _row_error(f"line is not a JSON object (got {type(value).__name__})")
+                yield number, Unreadable(f"line is not a JSON object (got {type(value).__name__})")
                 continue
             yield number, value
 
 
-def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -223,12 +230,12 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"not a readable Parquet file: {exc}", where=str(path)) from exc
     for number, row in enumerate(rows, start=1):
-        yield number, row if isinstance(row, dict) else _row_error("row is not a record")
+        yield number, row if isinstance(row, dict) else Unreadable("row is not a record")
 
 
-def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_rows(path: Path) -> Iterator[tuple[int, Row]]:
     """Yield (1-based row number, row) from any supported container; a row that cannot be read
-    is yielded as ``{"__error__": why}``. A file that cannot be read at all raises ``InputError``."""
+    is yielded as ``Unreadable(why)``. A file that cannot be read at all raises ``InputError``."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
         yield from _csv_rows(path)
@@ -246,7 +253,7 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(items, list):
             raise InputError("expected a list of tasks or a mapping with 'tasks:'", where=str(path))
         for i, row in enumerate(items, start=1):
-            yield i, row if isinstance(row, dict) else _row_error("task is not a mapping")
+            yield i, row if isinstance(row, dict) else Unreadable("task is not a mapping")
     else:
         raise InputError(
             f"unsupported task file type {suffix!r} (use .csv, .jsonl, .parquet, .yaml, .json)",
@@ -256,10 +263,13 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def load_tasks(path: str | Path) -> TaskSet:
     source = Path(path)
-    if not source.exists():
-        raise InputError("task file not found", where=str(source))
-    if not source.is_file():
-        raise InputError("not a file", where=str(source))
+    try:
+        if not source.exists():
+            raise InputError("task file not found", where=str(source))
+        if not source.is_file():
+            raise InputError("not a file", where=str(source))
+    except OSError as exc:  # e.g. a path longer than the file-name limit
+        raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
     result = TaskSet()
     seen: dict[str, str] = {}
     label = (
@@ -273,8 +283,8 @@ def load_tasks(path: str | Path) -> TaskSet:
         raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
     for number, row in rows:
         where = f"{source.name} {label} {number}"
-        if "__error__" in row:
-            result.rejected.append(Rejection(where, "(row)", row["__error__"]))
+        if isinstance(row, Unreadable):
+            result.rejected.append(Rejection(where, row.field, row.message))
             continue
         try:
             is_atlas = any(col in row for col in ATLAS_COLUMNS)
