@@ -1046,7 +1046,7 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
         "id": "add",
         "prompt": "What is 2+3?",
         "enabled_tools": ["calculator_calculate"],
-        "claims": ["5"],
+        "claims": ["The answer is 5"],  # claims of 3 characters or fewer are skipped (MCP-Atlas)
         "reference_trajectory": [
             {"calls": [{"name": "calculator_calculate", "arguments": {"expression": "2+3"}}]}
         ],
