@@ -67,7 +67,7 @@ def test_deeply_nested_json_and_yaml_documents_are_clear_errors(tmp_path: Path) 
 def test_invalid_utf8_rejects_one_csv_row_and_names_the_line_of_a_yaml_file(tmp_path: Path) -> None:
     csv_path = tmp_path / "tasks.csv"
     header = b"TASK,PROMPT,ENABLED_TOOLS,GTFA_CLAIMS,TRAJECTORY\n"
-    row = b'%s,What is 1+1?,"[""calculator_calculate""]","[""2""]",\n'
+    row = b'%s,What is 1+1?,"[""calculator_calculate""]","[""The answer is 2""]",\n'
     csv_path.write_bytes(header + row % b"t-\xff" + row % b"t-ok")
     loaded = load_tasks(csv_path)
     assert [t.id for t in loaded.tasks] == ["t-ok"]
@@ -126,12 +126,12 @@ def test_yaml_ids_and_text_keep_their_source_text(tmp_path: Path) -> None:
     docs = []
     for raw, _ in entries:
         body = "\n".join("  " + line for line in base.splitlines())
-        docs.append(f"- id: {raw}\n  prompt: 42\n  claims: [010, yes]\n{body}")
+        docs.append(f"- id: {raw}\n  prompt: 42\n  claims: [0100, false]\n{body}")
     path.write_text("\n".join(docs) + "\n")
     loaded = load_tasks(path)
     assert loaded.rejected == []
     assert [t.id for t in loaded.tasks] == [expect for _, expect in entries]
-    assert all(t.prompt == "42" and t.claims == ["010", "yes"] for t in loaded.tasks)
+    assert all(t.prompt == "42" and t.claims == ["0100", "false"] for t in loaded.tasks)
     # Numbers inside tool arguments keep their types.
     assert loaded.tasks[0].reference_trajectory[0].calls[0].arguments == {"path": "/data/numbers.txt"}
 
