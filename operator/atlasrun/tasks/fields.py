@@ -54,10 +54,11 @@ def parse_claims(value: Any, warn: Callable[[str], None] | None = None) -> list[
     skipped: list[str] = []
     claims = [c for c in _claim_items(value) if _keep(c, skipped)]
     if skipped:
-        message = f"skipped {len(skipped)} claim(s) of {MIN_CLAIM_CHARS - 1} characters or fewer: {skipped}"
+        shown = f"{skipped[:5]}" + (" ..." if len(skipped) > 5 else "")
+        message = f"skipped {len(skipped)} claim(s) of {MIN_CLAIM_CHARS - 1} characters or fewer: {shown}"
         (warn or _log.warning)(message)
     if not claims:
-        raise FieldError("no claims" + (f" (only too-short ones: {skipped})" if skipped else ""))
+        raise FieldError("no claims" + (f" (only too-short ones: {skipped[:5]})" if skipped else ""))
     return claims
 
 
