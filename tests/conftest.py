@@ -8,6 +8,7 @@ from ``make tools chart-tools``). Unmarked tests need none of these: ``make chec
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -113,7 +114,22 @@ def child_pids(match: str) -> list[int]:
 
 
 def kill_children(match: str) -> int:
+    """SIGKILL each matching child and everything under it (under bwrap the server is a
+    grandchild that would otherwise outlive the kill by a moment and answer one more call)."""
     pids = child_pids(match)
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, frontier = list(pids), list(pids)
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree += children
+        frontier += children
+    for pid in reversed(tree):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     return len(pids)

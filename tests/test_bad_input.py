@@ -5,11 +5,14 @@ Each case here ended in a traceback or an aborted run before (issue 9, "Bad inpu
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -45,10 +48,13 @@ def test_jsonl_lines_that_are_not_objects_or_not_utf8_or_too_deep_are_rejected_b
     assert [t.id for t in loaded.tasks] == ["good"]
     messages = [str(r) for r in loaded.rejected]
     assert len(messages) == 5
-    assert messages[0].startswith("tasks.jsonl line 1: ") and "not a JSON object (got list)" in messages[0]
-    assert messages[1].startswith("tasks.jsonl line 2: ") and "(got int)" in messages[1]
-    assert messages[3].startswith("tasks.jsonl line 4: ") and "UTF-8" in messages[3]
-    assert messages[4].startswith("tasks.jsonl line 5: ") and "nested deeper" in messages[4]
+    assert (
+        messages[0].startswith("tasks.jsonl line 1, field (row): ")
+        and "not a JSON object (got list)" in messages[0]
+    )
+    assert messages[1].startswith("tasks.jsonl line 2, field (row): ") and "(got int)" in messages[1]
+    assert messages[3].startswith("tasks.jsonl line 4, field (row): ") and "UTF-8" in messages[3]
+    assert messages[4].startswith("tasks.jsonl line 5, field (row): ") and "nested deeper" in messages[4]
 
 
 def test_deeply_nested_json_and_yaml_documents_are_clear_errors(tmp_path: Path) -> None:
@@ -71,7 +77,9 @@ def test_invalid_utf8_rejects_one_csv_row_and_names_the_line_of_a_yaml_file(tmp_
     csv_path.write_bytes(header + row % b"t-\xff" + row % b"t-ok")
     loaded = load_tasks(csv_path)
     assert [t.id for t in loaded.tasks] == ["t-ok"]
-    assert str(loaded.rejected[0]).startswith("tasks.csv row 1: ") and "TASK" in str(loaded.rejected[0])
+    assert str(loaded.rejected[0]).startswith("tasks.csv line 2, field TASK: ") and "TASK" in str(
+        loaded.rejected[0]
+    )
 
     yaml_path = tmp_path / "tasks.yaml"
     yaml_path.write_bytes(b"tasks:\n  - id: a\n    prompt: caf\xe9\n")
@@ -96,12 +104,14 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 def test_yaml_alias_bomb_is_refused_with_small_memory(tmp_path: Path) -> None:
     path = tmp_path / "tasks.yaml"
     path.write_text(BOMB + "tasks: [{id: x, prompt: *j}]\n")
+    # The peak RSS of this process's own memory (VmHWM): ru_maxrss would also count the memory of
+    # the pytest process it was forked from (Linux carries the high-water mark across exec).
     code = (
-        "import resource, sys\n"
+        "import pathlib, re, sys\n"
         "from atlasrun.tasks.loader import load_tasks\n"
         "from atlasrun.errors import InputError\n"
         "try:\n    load_tasks(sys.argv[1])\nexcept InputError as exc:\n    print(exc)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "print(re.search(r'VmHWM:\\s+(\\d+) kB', pathlib.Path('/proc/self/status').read_text())[1])\n"
     )
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     message, max_rss_kb = done.stdout.strip().splitlines()
@@ -142,8 +152,8 @@ def test_non_text_prompt_in_json_is_rejected_naming_the_field(tmp_path: Path) ->
     loaded = load_tasks(path)
     assert [t.id for t in loaded.tasks] == ["good"]
     assert [str(r) for r in loaded.rejected] == [
-        "tasks.json task 1: field prompt: expected text, got int 42",
-        "tasks.json task 2: field id: expected text, got bool True",
+        "tasks.json line 1, item 1, task p, field prompt: expected text, got int 42",
+        "tasks.json line 1, item 2, field id: expected text, got bool True",
     ]
 
 
@@ -246,3 +256,52 @@ def test_full_disk_is_a_clear_error_and_the_run_resumes_after_space_is_freed(
         assert all(r["status"] == "scored" for r in final.values())
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_row_errors_name_the_line_and_task_id_in_every_format(tmp_path: Path) -> None:
+    """``line 7, task q3-bad-claims, field GTFA_CLAIMS``: the 1-based line the row starts on (the
+    header is line 1; a quoted value spanning lines counts them), the id, the field. Parquet has
+    no lines: its data rows count from 1."""
+    atlas = {
+        "TASK": "q1",
+        "PROMPT": "Sum the numbers\nin /data/numbers.txt",  # two lines inside one CSV row
+        "ENABLED_TOOLS": json.dumps(["calculator_calculate"]),
+        "GTFA_CLAIMS": "['The sum is 42']",
+        "TRAJECTORY": "",
+    }
+    rows = [atlas, {**atlas, "TASK": "q2"}, {**atlas, "TASK": "q3-bad-claims", "GTFA_CLAIMS": "['unclosed"}]
+    csv_path = tmp_path / "tasks.csv"
+    with csv_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(atlas))
+        writer.writeheader()
+        fh.write("\n")  # a blank line the reader skips still counts
+        writer.writerows(rows)
+    jsonl_path = tmp_path / "tasks.jsonl"
+    jsonl_path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    parquet_path = tmp_path / "tasks.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet_path)
+    native = [{**GOOD, "id": "n1"}, {**GOOD, "id": "n2"}, {**GOOD, "id": "q3-bad-claims", "claims": []}]
+    yaml_path = tmp_path / "tasks.yaml"
+    yaml_path.write_text("# tasks\n" + yaml.safe_dump({"tasks": native}, sort_keys=False))
+    json_path = tmp_path / "tasks.json"
+    json_path.write_text(json.dumps({"tasks": native}, indent=1))
+    yaml_line = 1 + yaml_path.read_text().splitlines().index("- id: q3-bad-claims")
+    # the item's "{" is on the line before its id (0-based index of the id line = 1-based "{" line)
+    json_line = next(i for i, ln in enumerate(json_path.read_text().splitlines()) if "q3-bad-claims" in ln)
+    expected = {
+        csv_path: "tasks.csv line 7, task q3-bad-claims, field GTFA_CLAIMS: ",
+        jsonl_path: "tasks.jsonl line 3, task q3-bad-claims, field GTFA_CLAIMS: ",
+        parquet_path: "tasks.parquet row 3, task q3-bad-claims, field GTFA_CLAIMS: ",
+        yaml_path: f"tasks.yaml line {yaml_line}, task q3-bad-claims, field claims: ",
+        json_path: f"tasks.json line {json_line}, task q3-bad-claims, field claims: ",
+    }
+    for path, prefix in expected.items():
+        loaded = load_tasks(path)
+        assert len(loaded.tasks) == 2, path
+        (bad,) = loaded.rejected
+        assert str(bad).startswith(prefix), (str(bad), prefix)
+        assert bad.task_id == "q3-bad-claims"
+    # The CLI prints the same, and an id that cannot be shown plainly is quoted.
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({**GOOD, "id": "has space", "claims": []}) + "\n")
+    assert str(load_tasks(odd).rejected[0]).startswith("odd.jsonl line 1, task 'has space', field claims: ")

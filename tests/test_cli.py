@@ -25,7 +25,7 @@ def test_validate_names_the_bad_row_and_field_and_counts_the_rest(tmp_path: Path
     )
     proc = atlas("validate", str(csv_path))
     assert proc.returncode == 1
-    assert "error: atlas.csv row 2: field GTFA_CLAIMS:" in proc.stdout
+    assert "error: atlas.csv line 3, task b, field GTFA_CLAIMS:" in proc.stdout
     assert "2 task(s) loadable, 1 rejected" in proc.stdout
 
 

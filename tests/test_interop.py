@@ -189,8 +189,11 @@ def test_bad_conversation_json_names_row_and_column_and_the_rest_import(
     )
     err = capsys.readouterr().err
     assert code == 1
-    assert "rejected: results.csv row 2: field raw_conversation_history: not valid JSON" in err
-    assert "rejected: results.csv row 4: field task_id: task 'missing' is not in the tasks file" in err
+    assert "rejected: results.csv line 3, task t2, field raw_conversation_history: not valid JSON" in err
+    assert (
+        "rejected: results.csv line 5, task missing, field task_id: task 'missing' is not in the tasks file"
+        in err
+    )
     imported = {r.task_id: r for r in ResultsDir(tmp_path / "o").load().values()}
     assert sorted(imported) == ["t1", "t3", "t4"]
     assert (imported["t4"].status, imported["t4"].reason) == ("error", NO_OUTPUT)  # the harness got nothing

@@ -79,3 +79,44 @@ def test_table_output_and_bad_lines(tmp_path: Path, capsys: pytest.CaptureFixtur
         load_labels(bad)
     assert main(["judge-eval", str(good), "--judge", "gpt-judge"]) == 2
     assert "needs --run" in capsys.readouterr().err
+
+
+def test_an_llm_judge_of_a_run_file_is_measured_and_a_lenient_one_exposed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--judge NAME --run run.yaml``: the run's LLM judge, through litellm to the scripted
+    provider. This judge says ``fulfilled`` to everything (and garbage for one claim): judge-eval
+    shows its precision is just the share of fulfilled labels, kappa near 0, and counts the
+    garbage as failed pairs, never as a label."""
+    from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
+
+    labels = load_labels(DATA / "judge_labels_holdout.jsonl")
+    garbage_claim = next(p.claim for p in labels if p.answer.strip())
+
+    def lenient(body: dict[str, object]) -> Reply:
+        prompt = str(body["messages"][0]["content"])  # type: ignore[index]
+        if garbage_claim in prompt:
+            return Reply(content="I think so")
+        return Reply(content=json.dumps({"coverage_outcome": "fulfilled", "justification": "looks fine"}))
+
+    with ScriptedProvider(lenient) as provider:
+        run_file = tmp_path / "run.yaml"
+        run_file.write_text(
+            "apiVersion: atlasrun.dev/v1alpha1\nkind: AtlasRun\nmetadata: {name: je}\nspec:\n"
+            "  tasks: {path: tasks.yaml}\n  models: [{name: replay}]\n"
+            f"  judges: [{{name: lenient, model: openai/judge, apiBase: '{provider.api_base}'}}]\n"
+            "  limits: {judgeRetries: 0, retryBackoffSeconds: 0}\n"
+        )
+        code = main(["judge-eval", str(DATA / "judge_labels_holdout.jsonl"), "--judge", "lenient",
+                     "--run", str(run_file), "--json"])  # fmt: skip
+    assert code == 0
+    body = json.loads(capsys.readouterr().out)
+    garbage = [p for p in labels if p.claim == garbage_claim and p.answer.strip()]
+    judged = [p for p in labels if not (p.claim == garbage_claim and p.answer.strip())]
+    called = [p for p in judged if p.answer.strip()]  # an empty answer is not_fulfilled without a call
+    assert body["failed"] == len(garbage) and body["n"] == len(judged)
+    assert len(provider.requests) >= len(called) + len(garbage)
+    assert body["fulfilled_recall"] == 1.0
+    share = sum(p.label == "fulfilled" for p in called) / len(called)
+    assert body["fulfilled_precision"] == pytest.approx(share)
+    assert body["kappa"] < 0.2 and body["accuracy"] < 0.85

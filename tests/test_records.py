@@ -262,3 +262,19 @@ def test_local_run_with_no_servers_enabled_excludes_tasks_that_need_one(
     assert outcome.summary["models"]["replay"]["excluded_by_kind"] == {"server_not_enabled": 1}
     record: Any = read_record(tmp_path / "out" / RUN_FILE, RunRecord)
     assert record.servers == []
+
+
+def test_previous_unversioned_summary_and_diagnoses_still_load(tmp_path: Path) -> None:
+    """The version before ``schema_version`` (1) of summary.json and diagnoses.jsonl is read too."""
+    summary = RunSummary(
+        run="r", judge=JUDGE, judges=[JUDGE], pass_threshold=0.75, models={"m": ModelSummary()}
+    )
+    old_summary = {k: v for k, v in json.loads(summary.model_dump_json()).items() if k != "schema_version"}
+    (tmp_path / SUMMARY_FILE).write_text(json.dumps(old_summary))
+    loaded = read_record(tmp_path / SUMMARY_FILE, RunSummary)
+    assert loaded is not None and loaded.models == summary.models and loaded.schema_version == CURRENT_VERSION
+
+    diagnosis = Diagnosis(model="m", task_id="t", status="diagnosed", primary_mode="no_tool_use", judge=JUDGE)
+    old_line = {k: v for k, v in json.loads(diagnosis.model_dump_json()).items() if k != "schema_version"}
+    (tmp_path / "diagnoses.jsonl").write_text(json.dumps(old_line) + "\n")
+    assert DiagnosesLog(tmp_path).load() == {diagnosis.key: diagnosis}

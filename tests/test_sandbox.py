@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import task_record_name
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.instance import ServerInstance, ServerStartError
 from atlasrun.servers.sandbox import Sandbox
@@ -172,7 +174,9 @@ def run_probe(tmp_path: Path, data_dir: Path, paths: dict[str, Path], port: int,
         runner["pid"] = proc.pid
         output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
-    record = TaskResult.model_validate_json((tmp_path / "out/tasks/prober/probe.r0.json").read_text())
+    record = TaskResult.model_validate_json(
+        (tmp_path / "out" / task_record_name("prober", "probe", 0)).read_text()
+    )
     assert record.transcript is not None
     results = [c.result for c in record.transcript.calls]
     assert len(results) == 2 and results == tool_results(provider.requests[-1]), output
@@ -290,9 +294,20 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A TMPDIR of this test's own, for it and the runs it starts: another run on the machine
+    (a parallel test session) sweeps the shared scratch root of every dead owner."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
 @pytest.mark.parametrize("confined", [True, False], ids=["bwrap", "unconfined"])
 def test_kill_9_of_the_runner_leaves_no_server_and_the_next_run_sweeps_its_scratch(
-    tmp_path: Path, data_dir: Path, confined: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, data_dir: Path, confined: bool, monkeypatch: pytest.MonkeyPatch, private_tmp: Path
 ) -> None:
     """Under bwrap --die-with-parent ends the sandbox; unconfined, PR_SET_PDEATHSIG (setpriv) does."""
     flags = [] if confined else ["--unsafe-host-exec"]
@@ -351,7 +366,7 @@ def test_kill_9_of_the_runner_leaves_no_server_and_the_next_run_sweeps_its_scrat
     assert not any(p.exists() for p in owned)
 
 
-def test_sweep_keeps_live_owners_and_foreign_names() -> None:
+def test_sweep_keeps_live_owners_and_foreign_names(private_tmp: Path) -> None:
     mine = new_scratch("sweep-test")
     root = scratch_root()
     dead = root / "2147483646.1-gone-abc"  # a pid above pid_max never runs

@@ -89,8 +89,8 @@ def test_malformed_claims_row_is_named_and_the_rest_still_load(tmp_path: Path) -
     loaded = load_tasks(write_csv(tmp_path / "tasks.csv", rows))
     assert [t.id for t in loaded.tasks] == ["t1", "t3"]
     (bad,) = loaded.rejected
-    assert bad.where == "tasks.csv row 2" and bad.field == "GTFA_CLAIMS"
-    assert "tasks.csv row 2: field GTFA_CLAIMS" in str(bad)
+    assert bad.where == "tasks.csv line 3" and bad.field == "GTFA_CLAIMS" and bad.task_id == "t2"
+    assert "tasks.csv line 3, task t2, field GTFA_CLAIMS: " in str(bad)
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_bad_fields_are_rejected_with_row_and_field(
     assert [t.id for t in loaded.tasks] == ["ok"]
     (bad,) = loaded.rejected
     expected_field = "TRAJECTORY" if expect == "unknown tool" else field
-    assert (bad.where, bad.field) == ("t.csv row 2", expected_field)
+    assert (bad.where, bad.task_id, bad.field) == ("t.csv line 3", "bad", expected_field)
     assert expect in bad.message
 
 
@@ -191,8 +191,8 @@ tasks:
     assert task.domain == "Analytics" and task.limits.max_tool_calls == 5
     assert task.category == "multi_server/sequential"
     assert [(r.where, r.field) for r in loaded.rejected] == [
-        ("tasks.yaml task 2", "id"),
-        ("tasks.yaml task 3", "distractors"),
+        ("tasks.yaml line 15", "id"),
+        ("tasks.yaml line 19", "distractors"),
     ]
 
 

@@ -10,6 +10,7 @@ import pytest
 from atlasrun.runner.local import run_local
 from atlasrun.runspec.run import load_run_spec
 from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import task_record_name
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from conftest import child_pids, write_run, write_tasks
 
@@ -55,7 +56,7 @@ def test_tool_timeout_is_fed_back_and_the_server_restarted(tmp_path: Path, data_
     for result in outcome.results:
         assert result.infra_errors == [] and result.stop_reason != "infra_error"
         record = TaskResult.model_validate_json(
-            (tmp_path / "out" / "tasks" / "m" / f"{result.task_id}.r0.json").read_text()
+            (tmp_path / "out" / task_record_name("m", result.task_id, 0)).read_text()
         )
         assert record.transcript is not None
         calls = record.transcript.calls

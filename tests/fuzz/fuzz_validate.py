@@ -47,7 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, also whe
 from conftest import SUM_TASK
 
 FORMATS = ("csv", "jsonl", "parquet", "yaml", "json", "run")
-ROW_ERROR = re.compile(r"^error: (?P<file>[^ ]+) (row|line|task) \d+: field .+: .+")
+ROW_ERROR = re.compile(
+    r"^error: (?P<file>[^ ]+) (row|line|task) \d+(, item \d+)?(, task .+?)?, field .+?: .+"
+)
 
 NATIVE_TASK: dict[str, Any] = {**SUM_TASK, "limits": {"max_turns": 5, "tool_timeout_s": 10}}
 TRAJECTORY = [

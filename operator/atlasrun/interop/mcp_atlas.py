@@ -43,12 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from atlasrun.agent.litellm_agent import last_text, parse_arguments
-from atlasrun.agent.transcript import CallRecord, Transcript
+from atlasrun.agent.transcript import Transcript
 from atlasrun.judge.base import LABEL_SCORES, ClaimVerdict, JudgeInfo, Label
 from atlasrun.scoring.claims import REPORTED_THRESHOLDS, score_claims
 from atlasrun.scoring.result import ErrorKind, TaskResult
+from atlasrun.servers.calls import CallRecord
 from atlasrun.tasks.fields import tool_text
-from atlasrun.tasks.loader import Rejection, Unreadable, read_rows
+from atlasrun.tasks.loader import Rejection, Unreadable, read_rows, row_task_id
 from atlasrun.tasks.model import Task
 
 NOT_JUDGED = "not yet judged"
@@ -306,9 +307,9 @@ def import_results(
     score_files = [_by_id(p) for p in scores]
     seen: dict[str, int] = defaultdict(int)
     imported = Imported()
-    label = "row" if path.suffix.lower() in (".csv", ".parquet") else "line"
-    for number, row in read_rows(path):
-        where = f"{path.name} {label} {number}"
+    for location, row in read_rows(path):
+        where = f"{path.name} {location}"
+        row_id = None if isinstance(row, Unreadable) else row_task_id(_value(row, ID)[1])
         try:
             if isinstance(row, Unreadable):
                 raise RowError(row.field, row.message)
@@ -325,9 +326,9 @@ def import_results(
             score_rows = [f[task_id][repeat] for f in score_files if len(f.get(task_id, [])) > repeat]
             imported.results.append(_row_result(row, task, model, repeat, score_rows, threshold, judge))
         except RowError as exc:
-            imported.rejected.append(Rejection(where, exc.column, str(exc)))
+            imported.rejected.append(Rejection(where, exc.column, str(exc), row_id))
         except ValueError as exc:  # e.g. a repeat that is not an integer
-            imported.rejected.append(Rejection(where, "repeat", str(exc)))
+            imported.rejected.append(Rejection(where, "repeat", str(exc), row_id))
     return imported
 
 

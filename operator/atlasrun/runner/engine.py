@@ -208,7 +208,9 @@ class Engine:
             and item.model.litellm_model == REPLAY
             and not (item.task.reference_answer or "").strip()
         ):
-            return self._base(item, status="excluded", reason=NO_REFERENCE_ANSWER)
+            return self._base(
+                item, status="excluded", error_kind=ErrorKind.NO_REFERENCE_ANSWER, reason=NO_REFERENCE_ANSWER
+            )
         previous = item.previous
         if previous is not None and previous.error_kind in (ErrorKind.JUDGE, ErrorKind.UNJUDGED):
             transcript = self.store.load_transcript(previous)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,13 +66,22 @@ def plan_run(spec: RunSpec) -> Plan:
     catalog = build_catalog(spec)
     names = set(catalog.by_name())
     enabled = enabled_servers(spec.spec.servers.enabled, names)
-    unknown = [n for n in enabled if n not in names]
+    unknown = list(dict.fromkeys(n for n in enabled if n not in names))
+    run_file = str(spec.source_file) if spec.source_file else None
     if unknown:
+        shown = ", ".join(n if re.fullmatch(r"[\w.-]+", n) else repr(n) for n in unknown[:10])
         raise InputError(
-            f"unknown server(s) {', '.join(unknown)}; the catalog has {', '.join(sorted(names))}",
-            where="spec.servers.enabled",
+            f"spec.servers.enabled: unknown server(s) {shown}{' ...' if len(unknown) > 10 else ''}; "
+            f"the catalog has {', '.join(sorted(names))}",
+            where=run_file,
         )
-    loaded = load_tasks(tasks_path(spec))
+    path = tasks_path(spec)
+    try:
+        loaded = load_tasks(path)
+    except InputError as exc:
+        if exc.where != str(path) or run_file is None:
+            raise
+        raise InputError(f"spec.tasks.path: {exc}", where=run_file) from exc
     plan = Plan(catalog=catalog, enabled_servers=list(enabled), rejected=loaded.rejected)
     tasks = loaded.tasks
     if spec.spec.tasks.ids is not None:

@@ -207,6 +207,7 @@ class RunSpec(_Spec):
     spec: RunSpecBody
     # Where the file was read from; relative paths resolve against its folder.
     base_dir: Path = Field(default=Path("."), exclude=True)
+    source_file: Path | None = Field(default=None, exclude=True)  # the run file it was read from
 
     def resolve(self, relative: str) -> Path:
         path = Path(relative).expanduser()
@@ -238,4 +239,5 @@ def load_run_spec(path: str | Path) -> RunSpec:
     except ValidationError as exc:
         raise InputError.from_validation(exc, where=str(source)) from exc
     spec.base_dir = source.resolve().parent
+    spec.source_file = source
     return spec

@@ -34,6 +34,7 @@ class ErrorKind(StrEnum):
     INPUT = "input"  # bad input: task, run file, catalog
     SERVER_NOT_ENABLED = "server_not_enabled"  # excluded: the task needs servers the run does not enable
     SERVER_DRIFT = "server_drift"  # excluded: the servers no longer offer a reference tool
+    NO_REFERENCE_ANSWER = "no_reference_answer"  # excluded: replay of a task without a reference answer
     JOB_FAILED = "job_failed"  # cluster mode: the Job failed without a result
     HARNESS = "harness"  # a bug in AtlasRun itself
     OTHER = "other"

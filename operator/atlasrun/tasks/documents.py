@@ -135,15 +135,21 @@ def _one_line(exc: yaml.YAMLError, text: str) -> str:
 
 def load_yaml(text: str, where: str, text_paths: Sequence[Path] = ()) -> Any:
     """One YAML document; ``text_paths`` name the fields whose plain scalars stay strings."""
+    return load_yaml_with_lines(text, where, text_paths)[0]
+
+
+def load_yaml_with_lines(text: str, where: str, text_paths: Sequence[Path] = ()) -> tuple[Any, list[int]]:
+    """``load_yaml``, plus the 1-based line where each task item starts (the items of a top-level
+    list, or of the list under ``tasks:``); empty when the document has no such list."""
     loader: _StrictLoader | None = None
     try:
         loader = _StrictLoader(text)  # checks the characters first (control characters are refused)
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, []
         _measure(node)
         _keep_text(node, text_paths)
-        return loader.construct_document(node)
+        return loader.construct_document(node), _item_lines(node)
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML: {_one_line(exc, text)}", where=where) from exc
     except RecursionError as exc:  # e.g. a very long chain of flow collections in one scalar key
@@ -151,6 +157,52 @@ def load_yaml(text: str, where: str, text_paths: Sequence[Path] = ()) -> Any:
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _item_lines(root: Node) -> list[int]:
+    items = root
+    if isinstance(root, MappingNode):
+        tasks = [v for k, v in root.value if isinstance(k, ScalarNode) and k.value == "tasks"]
+        items = tasks[-1] if tasks else root  # the last "tasks" wins, as when constructing
+    if not isinstance(items, SequenceNode):
+        return []
+    return [item.start_mark.line + 1 for item in items.value]
+
+
+def json_item_lines(text: str) -> list[int]:
+    """The 1-based line where each task item of a JSON document starts (a top-level array, or
+    the array under ``"tasks"``); empty when there is none. Call it on text ``load_json`` accepted."""
+    decoder = json.JSONDecoder()
+
+    def skip(at: int) -> int:
+        while at < len(text) and text[at] in " \t\r\n,:":
+            at += 1
+        return at
+
+    def items(at: int) -> list[int]:  # ``at`` is just past "["
+        starts = []
+        at = skip(at)
+        while at < len(text) and text[at] != "]":
+            starts.append(text.count("\n", 0, at) + 1)
+            at = skip(decoder.raw_decode(text, at)[1])
+        return starts
+
+    at = skip(0)
+    if text.startswith("\ufeff", at):
+        at = skip(at + 1)
+    if text.startswith("[", at):
+        return items(at + 1)
+    if not text.startswith("{", at):
+        return []
+    found: list[int] = []
+    at = skip(at + 1)
+    while at < len(text) and text[at] != "}":
+        key, at = decoder.raw_decode(text, at)
+        at = skip(at)
+        if key == "tasks" and text.startswith("[", at):
+            found = items(at + 1)  # the last "tasks" wins, as in json.loads
+        at = skip(decoder.raw_decode(text, at)[1])
+    return found
 
 
 def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:

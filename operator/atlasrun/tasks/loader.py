@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from atlasrun.errors import InputError, format_validation
-from atlasrun.tasks.documents import decode, load_json, load_yaml
+from atlasrun.tasks.documents import decode, json_item_lines, load_json, load_yaml_with_lines
 from atlasrun.tasks.fields import (
     FieldError,
     parse_claims,
@@ -32,12 +33,31 @@ ATLAS_COLUMNS = ("TASK", "PROMPT", "ENABLED_TOOLS", "GTFA_CLAIMS", "TRAJECTORY")
 
 @dataclass(frozen=True)
 class Rejection:
-    where: str  # e.g. "tasks.csv row 3"
+    """A rejected row: ``tasks.csv line 7, task q3-bad-claims, field GTFA_CLAIMS: no claims``.
+
+    ``where`` is the file and the 1-based line where the row starts (``row N`` in Parquet, which
+    has no lines); ``task_id`` is the row's id when it could be read.
+    """
+
+    where: str  # e.g. "tasks.csv line 7"
     field: str
     message: str
+    task_id: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.where}: field {self.field}: {self.message}"
+        task = f", task {self.task_id}" if self.task_id else ""
+        return f"{self.where}{task}, field {self.field}: {self.message}"
+
+
+def row_task_id(value: Any) -> str | None:
+    """A row's id for naming it in an error: text or a whole number, shown readably and short."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    shown = text if len(text) <= 80 else text[:80] + "..."
+    return shown if shown.isprintable() and " " not in shown else repr(shown)
 
 
 @dataclass
@@ -172,26 +192,36 @@ class Unreadable:
 Row = dict[str, Any] | Unreadable
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, Row]]:
+def _csv_rows(path: Path) -> Iterator[tuple[str, Row]]:
     # Bad bytes stay in the text as surrogates, so one bad row is rejected by name, not the file.
     text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
     csv.field_size_limit(sys.maxsize)
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    number = 0
     while True:
-        number += 1  # data rows count from 1 (the header is not a row)
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            yield number, Unreadable(f"not valid CSV at line {reader.line_num}: {exc}")
+            yield f"line {reader.line_num}", Unreadable(f"not valid CSV: {exc}")
             continue
+        # The line the row starts on: where the reader stands, less the line breaks inside quoted
+        # values (blank lines the reader skipped are counted in ``line_num``).
+        inner = sum(v.count("\n") for v in _values(row))
+        where = f"line {reader.line_num - inner}"
         bad = [str(k) for k, v in row.items() if _has_bad_bytes(k) or _has_bad_bytes(v)]
         if bad:
-            yield number, Unreadable("not valid UTF-8", field=", ".join(bad))
+            yield where, Unreadable("not valid UTF-8", field=", ".join(bad))
             continue
-        yield number, dict(row)
+        yield where, dict(row)
+
+
+def _values(row: dict[Any, Any]) -> Iterator[str]:
+    for value in row.values():
+        if isinstance(value, list):
+            yield from (v for v in value if isinstance(v, str))
+        elif isinstance(value, str):
+            yield value
 
 
 def _has_bad_bytes(value: Any) -> bool:
@@ -200,7 +230,12 @@ def _has_bad_bytes(value: Any) -> bool:
     return isinstance(value, str) and any("\udc80" <= ch <= "\udcff" for ch in value)
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, Row]]:
+    for number, row in _jsonl_numbered(path):
+        yield f"line {number}", row
+
+
+def _jsonl_numbered(path: Path) -> Iterator[tuple[int, Row]]:
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             try:
@@ -221,7 +256,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
             yield number, value
 
 
-def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
+def _parquet_rows(path: Path) -> Iterator[tuple[str, Row]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -229,13 +264,15 @@ def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
         rows = pq.read_table(path).to_pylist()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"not a readable Parquet file: {exc}", where=str(path)) from exc
-    for number, row in enumerate(rows, start=1):
-        yield number, row if isinstance(row, dict) else Unreadable("row is not a record")
+    for number, row in enumerate(rows, start=1):  # Parquet has no lines: data rows count from 1
+        yield f"row {number}", row if isinstance(row, dict) else Unreadable("row is not a record")
 
 
-def read_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    """Yield (1-based row number, row) from any supported container; a row that cannot be read
-    is yielded as ``Unreadable(why)``. A file that cannot be read at all raises ``InputError``."""
+def read_rows(path: Path) -> Iterator[tuple[str, Row]]:
+    """Yield (location, row) from any supported container: ``line N`` (1-based, where the row
+    starts; ``task N`` for a JSON/YAML item whose line is unknown), or ``row N`` in Parquet. A
+    row that cannot be read is yielded as ``Unreadable(why)``. A file that cannot be read at all
+    raises ``InputError``."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
         yield from _csv_rows(path)
@@ -247,13 +284,22 @@ def read_rows(path: Path) -> Iterator[tuple[int, Row]]:
         text = decode(path.read_bytes(), str(path))
         if suffix == ".json":
             doc = load_json(text, str(path))
+            lines = json_item_lines(text)
         else:
-            doc = load_yaml(text, str(path), _TASK_TEXT_PATHS)
+            doc, lines = load_yaml_with_lines(text, str(path), _TASK_TEXT_PATHS)
         items = doc.get("tasks") if isinstance(doc, dict) else doc
         if not isinstance(items, list):
             raise InputError("expected a list of tasks or a mapping with 'tasks:'", where=str(path))
+        if len(lines) != len(items):
+            lines = []
+        shared = {n for n, times in Counter(lines).items() if times > 1}
         for i, row in enumerate(items, start=1):
-            yield i, row if isinstance(row, dict) else Unreadable("task is not a mapping")
+            line = lines[i - 1] if lines else None
+            # Items on one line (a one-line JSON file) are told apart by their 1-based position.
+            where = (
+                f"task {i}" if line is None else f"line {line}" + (f", item {i}" if line in shared else "")
+            )
+            yield where, row if isinstance(row, dict) else Unreadable("task is not a mapping")
     else:
         raise InputError(
             f"unsupported task file type {suffix!r} (use .csv, .jsonl, .parquet, .yaml, .json)",
@@ -272,33 +318,29 @@ def load_tasks(path: str | Path) -> TaskSet:
         raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
     result = TaskSet()
     seen: dict[str, str] = {}
-    label = (
-        "row"
-        if source.suffix.lower() in (".csv", ".parquet")
-        else ("line" if source.suffix.lower() == ".jsonl" else "task")
-    )
     try:
         rows = list(read_rows(source))
     except OSError as exc:
         raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
-    for number, row in rows:
-        where = f"{source.name} {label} {number}"
+    for location, row in rows:
+        where = f"{source.name} {location}"
         if isinstance(row, Unreadable):
             result.rejected.append(Rejection(where, row.field, row.message))
             continue
+        is_atlas = any(col in row for col in ATLAS_COLUMNS)
+        task_id = row_task_id(row.get("TASK" if is_atlas else "id"))
         try:
-            is_atlas = any(col in row for col in ATLAS_COLUMNS)
             task = atlas_row_to_task(row, where) if is_atlas else native_row_to_task(row, where)
         except _RowError as exc:
-            result.rejected.append(Rejection(where, exc.field, exc.message))
+            result.rejected.append(Rejection(where, exc.field, exc.message, task_id))
             continue
         except Exception as exc:  # a parser gap must still cost one row, never the file
             message = f"internal error reading this row: {type(exc).__name__}: {exc}"
-            result.rejected.append(Rejection(where, "(row)", message[:500]))
+            result.rejected.append(Rejection(where, "(row)", message[:500], task_id))
             continue
         if task.id in seen:
             result.rejected.append(
-                Rejection(where, "id", f"duplicate task id {task.id!r} (first at {seen[task.id]})")
+                Rejection(where, "id", f"duplicate task id {task.id!r} (first at {seen[task.id]})", task_id)
             )
             continue
         seen[task.id] = where
