@@ -51,16 +51,19 @@ def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     if args.tasks:
         body.tasks = TasksSource(path=str(Path(args.tasks).resolve()))
     if args.model:
+        # A --model naming one of the run file's models selects it; any other is a litellm model.
+        defined = {m.name: m for m in body.models}
         body.models = [
-            ModelSpec(
+            defined.get(m)
+            or ModelSpec(
                 name=m,
                 api_base=args.api_base,
                 api_key_env=args.api_key_env,
                 max_concurrency=args.max_concurrency or 4,
             )
-            for m in args.model
+            for m in dict.fromkeys(args.model)
         ]
-    elif args.api_base or args.api_key_env or args.max_concurrency:
+    if args.api_base or args.api_key_env or args.max_concurrency:
         for model in body.models:
             model.api_base = args.api_base or model.api_base
             model.api_key_env = args.api_key_env or model.api_key_env
@@ -74,15 +77,38 @@ def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
         body.parallelism = args.parallelism
     if args.repeats:
         body.repeats = args.repeats
+    if args.task:
+        body.tasks.ids = list(dict.fromkeys(args.task))
+    if args.limit:
+        body.tasks.limit = args.limit
     return spec
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from atlasrun.runner.local import format_table, output_dir, run_local
+    from atlasrun.errors import EXIT_BAD_INPUT
+    from atlasrun.runner.gates import parse_rate, run_verdict
+    from atlasrun.runner.local import banner, format_table, output_dir, run_local
+    from atlasrun.runner.plan import plan_run
     from atlasrun.runspec.run import load_run_spec
 
+    fail_under = parse_rate(args.fail_under) if args.fail_under is not None else None
     spec = apply_overrides(load_run_spec(args.run_file), args)
     out = output_dir(spec, args.out)
+    plan = plan_run(spec)
+    for line in [f"rejected: {r}" for r in plan.rejected] + [f"error: {u}" for u in plan.unknown_ids]:
+        print(line, file=sys.stderr)
+    for exclusion in plan.excluded:
+        print(f"excluded: task {exclusion.task.id}: {exclusion.reason}", file=sys.stderr)
+    if plan.unknown_ids or not plan.tasks:
+        print(
+            "error: nothing was run: " + ("fix the ids above" if plan.unknown_ids else "no task to run"),
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if not args.no_preflight:
+        from atlasrun.runner.preflight import preflight
+
+        preflight(spec)
     if not args.data_dir and not spec.spec.data_dir:
         print(
             f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
@@ -90,20 +116,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     from atlasrun.servers.sandbox import Sandbox
 
+    print(banner(spec, plan, out), file=sys.stderr)
     data_dir = Path(args.data_dir) if args.data_dir else None
     sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
-    outcome = run_local(spec, out, data_dir, progress=not args.quiet, sandbox=sandbox)
-    for rejection in outcome.plan.rejected:
-        print(f"rejected: {rejection}", file=sys.stderr)
-    for exclusion in outcome.plan.excluded:
-        print(f"excluded: task {exclusion.task.id}: {exclusion.reason}", file=sys.stderr)
+    outcome = run_local(
+        spec, out, data_dir, progress=not args.quiet, sandbox=sandbox, plan=plan, force_new=args.force_new
+    )
+    if outcome.moved_aside:
+        print(f"--force-new: the earlier results were moved to {outcome.moved_aside}", file=sys.stderr)
     if outcome.skipped:
         print(
             f"resumed: {outcome.skipped} finished task(s) kept from {out / 'results.jsonl'}", file=sys.stderr
         )
     print(format_table(outcome.summary))
     print(f"\nresults: {out / 'results.jsonl'}\nsummary: {out / 'summary.json'}")
-    return 0
+    if args.junit:
+        from atlasrun.reports.junit import write_junit
+
+        write_junit(Path(args.junit), spec.metadata.name, outcome.results)
+        print(f"junit: {args.junit}")
+    code, reasons = run_verdict(outcome.summary, fail_under)
+    for reason in reasons:
+        print(f"exit {code}: {reason}", file=sys.stderr)
+    return code
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -121,13 +156,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise InputError("file not found", where=str(path))
     if _is_run_file(path):
         plan = plan_run(load_run_spec(path))
-        tasks, rejected = plan.tasks, plan.rejected
+        tasks, rejected = plan.tasks, [str(r) for r in [*plan.rejected, *plan.unknown_ids]]
         for exclusion in plan.excluded:
             print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
         kind = "run file"
     else:
         loaded = load_tasks(path)
-        tasks, rejected = loaded.tasks, loaded.rejected
+        tasks, rejected = loaded.tasks, [str(r) for r in loaded.rejected]
         kind = "task file"
     for rejection in rejected:
         print(f"error: {rejection}")
@@ -237,25 +272,55 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atlas", description="Benchmark LLM agents' MCP tool use.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a benchmark on this machine")
-    run.add_argument("run_file")
-    run.add_argument("--tasks", help="task file (overrides spec.tasks)")
-    run.add_argument("--model", action="append", help="model to run (repeatable; 'replay' is built in)")
+    run = sub.add_parser(
+        "run",
+        help="run a benchmark on this machine",
+        epilog="example: atlas run examples/demo.yaml --data-dir runs/ws --out runs/demo --limit 5\n"
+        "exit codes: 0 all done (and --fail-under met); 1 a pass rate below --fail-under; "
+        "2 bad input or a failed pre-flight check; 3 some items errored after retries; 130 interrupted",
+    )
+    run.add_argument("run_file", metavar="RUN.yaml", help="the run file (kind: AtlasRun)")
+    run.add_argument("--tasks", metavar="FILE", help="task file (overrides spec.tasks)")
+    run.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME",
+        help="run only the run file's model NAME, or, if it has none by that name, the litellm model "
+        "NAME, e.g. openai/gpt-4o (repeatable; 'replay' is built in)",
+    )
     run.add_argument(
         "--api-base", help="OpenAI-compatible endpoint for --model (vLLM, Ollama, LiteLLM proxy)"
     )
-    run.add_argument("--api-key-env", help="env var holding the API key for --model")
-    run.add_argument("--max-concurrency", type=int, help="per-model concurrency")
+    run.add_argument("--api-key-env", metavar="VAR", help="env var holding the API key for --model")
+    run.add_argument("--max-concurrency", type=int, metavar="N", help="per-model concurrency")
     run.add_argument(
         "--judge", action="append", help="judge (repeatable; first is primary; 'deterministic' built in)"
     )
-    run.add_argument("--judge-api-base")
-    run.add_argument("--judge-api-key-env")
+    run.add_argument("--judge-api-base", help="OpenAI-compatible endpoint for --judge")
+    run.add_argument("--judge-api-key-env", metavar="VAR", help="env var holding the API key for --judge")
     run.add_argument("--data-dir", help="the data root the offline servers see (shown to the model as /data)")
     run.add_argument("--out", help="results directory (default: spec.output.dir or runs/NAME)")
-    run.add_argument("--parallelism", type=int)
-    run.add_argument("--repeats", type=int)
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--parallelism", type=int, metavar="N", help="items run at once")
+    run.add_argument("--repeats", type=int, metavar="N", help="runs of each (task, model)")
+    run.add_argument("--task", action="append", metavar="ID", help="run only task ID (repeatable)")
+    run.add_argument("--limit", type=int, metavar="N", help="run only the first N tasks")
+    run.add_argument(
+        "--fail-under",
+        metavar="RATE",
+        help="exit 1 when a model's pass rate is below RATE (0.8 or 80%%); with --model, that model's",
+    )
+    run.add_argument("--junit", metavar="FILE", help="also write a JUnit XML file (one testcase per item)")
+    run.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the checks before the run (key variables set, model names routable, one call each)",
+    )
+    run.add_argument(
+        "--force-new",
+        action="store_true",
+        help="OUT holds another run's results: move them aside (OUT.replaced-TIME) and start afresh",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     run.set_defaults(func=cmd_run)
 

@@ -78,7 +78,7 @@ class LiteLLMAgent:
                 )
             except ProviderError as exc:
                 waiting[0] = False
-                record.error, record.retries = str(exc), exc.retries
+                record.error, record.retries, record.error_kind = str(exc), exc.retries, exc.kind
                 transcript.stop_reason = "provider_timeout" if exc.timed_out else "provider_error"
                 transcript.notes.append(f"{PROVIDER_TIMEOUT_NOTE if exc.timed_out else PROVIDER_NOTE} {exc}")
                 return

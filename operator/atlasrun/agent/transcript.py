@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from atlasrun.servers.calls import CallErrorKind, CallRecord  # noqa: F401 - part of the transcript
+from atlasrun.errors import ErrorKind
+from atlasrun.servers.calls import CallErrorKind as CallErrorKind  # part of the transcript
+from atlasrun.servers.calls import CallRecord as CallRecord
 
 StopReason = Literal[
     "answered",  # the model gave a final answer
@@ -28,6 +30,7 @@ class ModelCallRecord(BaseModel):
     cost_usd: float = 0.0
     retries: int = 0
     error: str | None = None
+    error_kind: ErrorKind | None = None  # set with ``error``: provider, provider_auth, ...
 
 
 class Transcript(BaseModel):
@@ -56,6 +59,12 @@ class Transcript(BaseModel):
     @property
     def cost_usd(self) -> float:
         return sum(m.cost_usd for m in self.model_calls)
+
+    @property
+    def provider_error_kind(self) -> ErrorKind:
+        """The kind of the provider failure that stopped the agent (``provider`` if untyped)."""
+        kinds = [m.error_kind for m in self.model_calls if m.error_kind]
+        return kinds[-1] if kinds else ErrorKind.PROVIDER
 
     @property
     def model_s(self) -> float:

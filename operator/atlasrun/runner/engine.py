@@ -208,7 +208,9 @@ class Engine:
             and item.model.litellm_model == REPLAY
             and not (item.task.reference_answer or "").strip()
         ):
-            return self._base(item, status="excluded", reason=NO_REFERENCE_ANSWER)
+            return self._base(
+                item, status="excluded", error_kind=ErrorKind.NO_REFERENCE, reason=NO_REFERENCE_ANSWER
+            )
         previous = item.previous
         if previous is not None and previous.error_kind in (ErrorKind.JUDGE, ErrorKind.UNJUDGED):
             transcript = self.store.load_transcript(previous)
@@ -281,9 +283,8 @@ class Engine:
             )
         if transcript.stop_reason == "provider_error":
             note = next((n for n in transcript.notes if n.startswith(PROVIDER_NOTE)), PROVIDER_NOTE)
-            return self._base(
-                item, status="error", error_kind=ErrorKind.PROVIDER, reason=f"provider: {note}", **measured
-            )
+            kind = transcript.provider_error_kind
+            return self._base(item, status="error", error_kind=kind, reason=f"{kind}: {note}", **measured)
         if transcript.stop_reason == "provider_timeout":
             # An infrastructure fault, never a score: excluded from scoring and retried on resume.
             note = next(
