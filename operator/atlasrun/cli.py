@@ -141,8 +141,62 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def is_cluster_run(spec: RunSpec) -> bool:
+    """A run file meant for the operator: its tasks or results live in the cluster (ConfigMap, S3)."""
+    body = spec.spec
+    return not body.tasks.path or bool(body.output.bucket)
+
+
+def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
+    """(errors, warnings, skipped) for a cluster run file: what can be checked without the cluster."""
+    from atlasrun.cluster.images import servers_used, unpinned_images
+    from atlasrun.errors import did_you_mean
+    from atlasrun.runner.plan import build_catalog
+
+    body = spec.spec
+    catalog = build_catalog(spec)
+    known = set(catalog.by_name())
+    errors = [
+        f"spec.servers.enabled: unknown server {n!r}{did_you_mean(n, known)}"
+        for n in body.servers.enabled or []
+        if n not in known
+    ]
+    if not body.cluster.allow_unpinned_images:
+        errors += unpinned_images(body, catalog)
+    warnings = [
+        f"server {s.name!r} has no image: tasks that need it are excluded in cluster mode"
+        for s in servers_used(body, catalog)
+        if not s.image
+    ]
+    warnings += [
+        f"model {m.name!r} has no apiKeySecret: its pods get no API key"
+        for m in body.models
+        if m.litellm_model != "replay" and not m.api_key_secret and not m.api_base
+    ]
+    source = body.tasks
+    skipped = [
+        f"the tasks ({'ConfigMap ' + source.config_map if source.config_map else source.uri or source.dataset}): "
+        "not readable from here"
+        if not source.path
+        else "",
+        "that the images exist in their registry and the node can pull them",
+        "that the Secrets exist: "
+        + (
+            ", ".join(
+                sorted(
+                    {s.name for s in [m.api_key_secret for m in body.models] if s}
+                    | ({body.output.credentials_secret} if body.output.credentials_secret else set())
+                )
+            )
+            or "(none named)"
+        ),
+        f"that bucket {body.output.bucket!r} exists and is writable" if body.output.bucket else "",
+    ]
+    return errors, warnings, [s for s in skipped if s]
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    from atlasrun.errors import InputError
+    from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_OK, InputError
     from atlasrun.runner.plan import plan_run
     from atlasrun.runspec.run import load_run_spec
     from atlasrun.tasks.loader import load_tasks
@@ -155,7 +209,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not found:
         raise InputError("file not found", where=str(path))
     if _is_run_file(path):
-        plan = plan_run(load_run_spec(path))
+        spec = load_run_spec(path)
+        if is_cluster_run(spec) and not spec.spec.tasks.path:
+            errors, warnings, skipped = _validate_cluster(spec)
+            for line in [*(f"error: {e}" for e in errors), *(f"warning: {w}" for w in warnings)]:
+                print(line)
+            for line in skipped:
+                print(f"skipped: {line}")
+            print(f"{path}: cluster run file: {len(errors)} error(s), {len(warnings)} warning(s)")
+            return EXIT_FAIL_UNDER if errors else EXIT_OK
+        plan = plan_run(spec)
         tasks, rejected = plan.tasks, [str(r) for r in [*plan.rejected, *plan.unknown_ids]]
         for exclusion in plan.excluded:
             print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
@@ -167,7 +230,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for rejection in rejected:
         print(f"error: {rejection}")
     print(f"{path}: {kind}: {len(tasks)} task(s) loadable, {len(rejected)} rejected")
-    return 1 if rejected or not tasks else 0
+    return EXIT_FAIL_UNDER if rejected or not tasks else EXIT_OK
 
 
 def cmd_servers_install(args: argparse.Namespace) -> int:
@@ -187,6 +250,85 @@ def _scratch_data_root() -> Path:
     root = new_scratch("check")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
+
+
+async def _live_tools(args: argparse.Namespace, names: list[str]) -> dict[str, list[str] | str]:
+    """Each server's ``{server}_{tool}`` names as it lists them when started (or why it did not start)."""
+    import asyncio
+    import shutil
+
+    from atlasrun.naming import qualify
+    from atlasrun.servers.catalog import load_catalog
+    from atlasrun.servers.instance import ServerInstance
+    from atlasrun.servers.sandbox import Sandbox
+
+    catalog = load_catalog(args.catalog)
+    data_dir = _scratch_data_root()
+    sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
+
+    async def listed(name: str) -> list[str] | str:
+        try:
+            instance = await ServerInstance(
+                catalog.get(name), data_dir, "/data", 60.0, sandbox=sandbox
+            ).start()
+        except Exception as exc:
+            return f"did not start: {exc}"
+        try:
+            return sorted(qualify(name, t.name) for t in instance.tools)
+        finally:
+            await instance.stop()
+
+    try:
+        return dict(zip(names, await asyncio.gather(*(listed(n) for n in names)), strict=True))
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def cmd_servers_list(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from atlasrun import naming
+    from atlasrun.errors import InputError, did_you_mean
+    from atlasrun.servers.catalog import load_catalog
+    from atlasrun.servers.install import install_dir
+    from atlasrun.tasks.loader import load_tasks
+
+    catalog = load_catalog(args.catalog)
+    table = catalog.by_name()
+    for name in args.names:
+        if name not in table:
+            raise InputError(
+                f"unknown server {name!r}{did_you_mean(name, table)}", where="atlas servers list"
+            )
+    names = args.names or sorted(table)
+    if args.live:
+        tools = asyncio.run(_live_tools(args, names))
+    else:  # the tools the starter suite's tasks name (start the servers with --live for all of them)
+        starter = Path(__file__).resolve().parents[2] / "examples" / "starter" / "tasks.yaml"
+        known: dict[str, set[str]] = {}
+        if starter.exists():
+            for task in load_tasks(starter).tasks:
+                for tool in task.enabled_tools:
+                    known.setdefault(naming.server_of(tool), set()).add(tool)
+        tools = {n: sorted(known.get(n, ())) for n in names}
+    for name in names:
+        spec = table[name]
+        installed = (
+            "installed"
+            if not spec.package or (install_dir(spec) / ".installed").exists()
+            else "not installed"
+        )
+        print(
+            f"{name}  ({spec.transport}, {'stateful' if spec.stateful else 'stateless'}, {installed}"
+            f"{', image' if spec.image else ''})  {spec.description}".rstrip()
+        )
+        listed = tools.get(name) or []
+        if isinstance(listed, str):
+            print(f"    {listed}")
+        else:
+            source = "listed live" if args.live else "named by the starter suite; --live lists all"
+            print(f"    {len(listed)} tool(s), {source}: {', '.join(listed) or '-'}")
+    return 0
 
 
 async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -264,12 +406,50 @@ def cmd_init_workspace(args: argparse.Namespace) -> int:
     return 0
 
 
+# One example per command, shown at the end of its --help (a module may set its own epilog).
+EXAMPLES = {
+    "validate": "atlas validate examples/demo.yaml   (exit 0 valid, 1 rows rejected / errors found, 2 unreadable)",
+    "init-workspace": "atlas init-workspace runs/ws",
+    "servers": "atlas servers list --live",
+    "audit": "atlas audit examples/starter/tasks.yaml --data-dir runs/ws",
+    "diagnose": "atlas diagnose runs/demo",
+    "export-atlas": "atlas export-atlas runs/demo --out demo.csv",
+    "import-atlas": "atlas import-atlas results.csv --model gpt-4o --out runs/imported",
+    "judge-eval": "atlas judge-eval labels.jsonl --judge deterministic",
+    "report": "atlas report runs/demo",
+    "run-task": "atlas run-task --help (started by the operator inside a Job)",
+}
+SERVER_EXAMPLES = {
+    "install": "atlas servers install filesystem calculator",
+    "check": "atlas servers check --json",
+}
+
+
+def _add_examples(sub: Any) -> None:
+    for name, parser in sub.choices.items():
+        if parser.epilog is None and name in EXAMPLES:
+            parser.epilog = f"example: {EXAMPLES[name]}"
+    servers = sub.choices.get("servers")
+    actions = [a for a in (servers._actions if servers else []) if isinstance(a, argparse._SubParsersAction)]
+    for action in actions:
+        for name, parser in action.choices.items():
+            if parser.epilog is None and name in SERVER_EXAMPLES:
+                parser.epilog = f"example: {SERVER_EXAMPLES[name]}"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``atlas`` parser; of the command modules only ``command``'s is imported (its full
     parser), the others are listed by name and help."""
+    from atlasrun import __version__
     from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
 
-    parser = argparse.ArgumentParser(prog="atlas", description="Benchmark LLM agents' MCP tool use.")
+    parser = argparse.ArgumentParser(
+        prog="atlas",
+        description="Benchmark LLM agents' MCP tool use.",
+        epilog="example: atlas init-workspace runs/ws && atlas run examples/demo.yaml --data-dir runs/ws "
+        "--out runs/demo && atlas report runs/demo. Exit codes: README 'Exit codes'.",
+    )
+    parser.add_argument("--version", action="version", version=f"atlas (AtlasRun) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser(
@@ -340,6 +520,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     install.add_argument("names", nargs="*")
     install.add_argument("--catalog")
     install.set_defaults(func=cmd_servers_install)
+    listing = ssub.add_parser(
+        "list",
+        help="the catalog's servers and their {server}_{tool} names",
+        epilog="example: atlas servers list --live filesystem calculator",
+    )
+    listing.add_argument("names", nargs="*", help="servers to list (default: all)")
+    listing.add_argument("--catalog", help="catalog file (default: the built-in catalog)")
+    listing.add_argument(
+        "--live", action="store_true", help="start each server and list every tool it offers"
+    )
+    listing.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
+    listing.set_defaults(func=cmd_servers_list)
     check = ssub.add_parser("check", help="start each server and make one real call")
     check.add_argument("names", nargs="*")
     check.add_argument("--catalog")
@@ -349,6 +541,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     check.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     check.set_defaults(func=cmd_servers_check)
     _register_command_modules(sub, command)
+    _add_examples(sub)
     return parser
 
 
@@ -394,6 +587,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     except AtlasError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `atlas ... | head`: the reader left; nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno() if sys.__stdout__ else 1)
+        return 0
     except KeyboardInterrupt:
         print("interrupted: finished results are kept; run the same command again to resume", file=sys.stderr)
         return 130

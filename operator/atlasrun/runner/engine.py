@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atlasrun import naming
 from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import PROVIDER_NOTE, PROVIDER_TIMEOUT_NOTE, LiteLLMAgent
 from atlasrun.agent.replay import ReplayAgent
 from atlasrun.agent.transcript import Transcript
-from atlasrun.errors import StorageError
+from atlasrun.errors import StorageError, did_you_mean
 from atlasrun.judge.base import Judge
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.judge.llm import LLMJudge
@@ -233,13 +234,15 @@ class Engine:
                 output_cap=limits.tool_output_chars,
                 reacquire=self.manager.reacquire,
             )
+            offered = [naming.qualify(n, t.name) for n, inst in instances.items() for t in inst.tools]
             drift = [c.name for c in item.task.reference_calls() if c.name in surface.missing]
             if drift:
                 return self._base(
                     item,
                     status="excluded",
                     error_kind=ErrorKind.SERVER_DRIFT,
-                    reason=f"server drift: reference tool(s) not offered: {', '.join(sorted(set(drift)))}",
+                    reason="server drift: reference tool(s) not offered: "
+                    + ", ".join(f"{t}{did_you_mean(t, offered)}" for t in sorted(set(drift))),
                 )
             async with model_slot, run_slot:
                 surface.started = time.perf_counter()
@@ -247,7 +250,8 @@ class Engine:
             transcript.tools = surface.openai_tools()
             if surface.missing:
                 transcript.notes.append(
-                    f"enabled tools not offered by the servers: {', '.join(surface.missing)}"
+                    "enabled tools not offered by the servers: "
+                    + ", ".join(f"{t}{did_you_mean(t, offered)}" for t in surface.missing)
                 )
             if dropped:
                 transcript.notes.append(
