@@ -361,8 +361,9 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row.update(ok=True, message="listed tools (no check call configured)")
                 return row
             began = time.perf_counter()
+            arguments = (spec.check or {}).get("arguments")
             text, is_error = await instance.call(
-                tool, dict((spec.check or {}).get("arguments") or {}), args.timeout
+                tool, dict(arguments) if isinstance(arguments, dict) else {}, args.timeout
             )
             row["call_ms"] = round((time.perf_counter() - began) * 1000, 1)
             # The server answered at protocol level: it is up. A tool-level error (e.g. git_status on
