@@ -149,6 +149,7 @@ def is_cluster_run(spec: RunSpec) -> bool:
 
 def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
     """(errors, warnings, skipped) for a cluster run file: what can be checked without the cluster."""
+    from atlasrun.agent.replay import BUILTIN_AGENTS
     from atlasrun.cluster.images import servers_used, unpinned_images
     from atlasrun.errors import did_you_mean
     from atlasrun.runner.plan import build_catalog
@@ -171,7 +172,7 @@ def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
     warnings += [
         f"model {m.name!r} has no apiKeySecret: its pods get no API key"
         for m in body.models
-        if m.litellm_model != "replay" and not m.api_key_secret and not m.api_base
+        if m.litellm_model not in BUILTIN_AGENTS and not m.api_key_secret and not m.api_base
     ]
     source = body.tasks
     skipped = [

@@ -113,9 +113,10 @@ class Completion:
     message: dict[str, Any]
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float
+    cost_usd: float  # 0.0 when not priced
     elapsed_s: float
     retries: int
+    priced: bool = True  # False: litellm knows no price for this model (cost shown as n/a)
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -142,17 +143,21 @@ def backoff_s(attempt: int, base_s: float, exc: BaseException) -> float:
     hinted = retry_after_s(exc)
     if hinted is not None:
         return hinted
-    return min(base_s * (2**attempt), 60.0) * (0.5 + random.random() / 2)
+    return float(min(base_s * (2**attempt), 60.0) * (0.5 + random.random() / 2))
 
 
-def _cost(response: Any) -> float:
+def _cost(response: Any) -> float | None:
+    """The call's price in USD; None when litellm knows no price for the model (shown as n/a)."""
     hidden = getattr(response, "_hidden_params", None) or {}
+    cost: Any
     if "response_cost" in hidden:  # litellm already priced it (None: a model with no known price)
-        return float(hidden["response_cost"] or 0.0)
+        cost = hidden["response_cost"]
+        return None if cost is None else float(cost)
     try:
-        return float(_litellm().completion_cost(completion_response=response) or 0.0)
+        cost = _litellm().completion_cost(completion_response=response)
     except Exception:
-        return 0.0
+        return None
+    return float(cost or 0.0)
 
 
 async def complete(
@@ -196,6 +201,7 @@ async def complete(
             kind = provider_error_kind(exc) or ErrorKind.PROVIDER
             raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt, kind=kind) from exc
         elapsed = time.perf_counter() - started
+        cost = _cost(response)
         choice = response.choices[0].message
         message = choice.model_dump() if hasattr(choice, "model_dump") else dict(choice)
         usage = getattr(response, "usage", None)
@@ -203,7 +209,8 @@ async def complete(
             message=message,
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=_cost(response),
+            cost_usd=cost or 0.0,
+            priced=cost is not None,
             elapsed_s=elapsed,
             retries=attempt,
         )

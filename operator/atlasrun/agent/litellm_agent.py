@@ -88,7 +88,7 @@ class LiteLLMAgent:
                 completion.prompt_tokens,
                 completion.completion_tokens,
             )
-            record.cost_usd = completion.cost_usd
+            record.cost_usd, record.priced = completion.cost_usd, completion.priced
             transcript.turns += 1
             message = _assistant_message(completion.message)
             transcript.messages.append(message)

@@ -28,6 +28,7 @@ class ModelCallRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    priced: bool = True  # False: no known price for the model (its cost is unknown, not 0)
     retries: int = 0
     error: str | None = None
     error_kind: ErrorKind | None = None  # set with ``error``: provider, provider_auth, ...
@@ -59,6 +60,10 @@ class Transcript(BaseModel):
     @property
     def cost_usd(self) -> float:
         return sum(m.cost_usd for m in self.model_calls)
+
+    @property
+    def cost_known(self) -> bool:
+        return all(m.priced for m in self.model_calls)
 
     @property
     def provider_error_kind(self) -> ErrorKind:

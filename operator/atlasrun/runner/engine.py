@@ -21,7 +21,7 @@ from typing import Any
 from atlasrun import naming
 from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import PROVIDER_NOTE, PROVIDER_TIMEOUT_NOTE, LiteLLMAgent
-from atlasrun.agent.replay import ReplayAgent
+from atlasrun.agent.replay import BUILTIN_AGENTS, PartialReplayAgent, ReplayAgent
 from atlasrun.agent.transcript import Transcript
 from atlasrun.errors import StorageError, did_you_mean
 from atlasrun.judge.base import Judge
@@ -51,6 +51,8 @@ NO_REFERENCE_ANSWER = "no reference answer to replay"
 def make_agent(model: ModelSpec) -> Agent:
     if model.litellm_model == REPLAY:
         return ReplayAgent()
+    if model.litellm_model == PartialReplayAgent.name:
+        return PartialReplayAgent()
     endpoint = Endpoint(
         model.litellm_model, model.api_base, model.api_key_env, tuple(sorted(model.params.items()))
     )
@@ -206,7 +208,7 @@ class Engine:
     ) -> TaskResult:
         if (
             self.replay_needs_answer
-            and item.model.litellm_model == REPLAY
+            and item.model.litellm_model in BUILTIN_AGENTS
             and not (item.task.reference_answer or "").strip()
         ):
             return self._base(
@@ -275,6 +277,7 @@ class Engine:
             "prompt_tokens": transcript.prompt_tokens,
             "completion_tokens": transcript.completion_tokens,
             "cost_usd": transcript.cost_usd,
+            "cost_known": transcript.cost_known,
             "infra_errors": transcript.infra_errors,
         }
         if transcript.infra_errors:

@@ -187,11 +187,16 @@ def _run_record(
     )
 
 
+def cost_text(row: dict[str, Any]) -> str:
+    """A model's cost as ``$1.23``, or ``n/a`` when some call had no known price."""
+    return f"${row['cost_usd']:.2f}" if row.get("cost_known", True) else "n/a"
+
+
 def format_table(summary: dict[str, Any]) -> str:
     header = (
         f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate (95% CI)':>18} "
         f"{'coverage (CI)':>18} "
-        f"{'excl':>4} {'err':>4} {'calls/task':>10}"
+        f"{'excl':>4} {'err':>4} {'calls/task':>10} {'tokens':>10} {'cost':>8}"
     )
     lines = [header, "-" * len(header)]
 
@@ -206,7 +211,8 @@ def format_table(summary: dict[str, Any]) -> str:
             f"{model:<28} {row['tasks']:>5} {row['scored']:>6} {row['passed']:>6} "
             f"{pct(row['pass_rate'], row.get('pass_rate_ci')):>18} "
             f"{pct(row['mean_coverage'], row.get('mean_coverage_ci')):>18} {row['excluded']:>4} "
-            f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10}"
+            f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10} {row['tokens']:>10,} "
+            f"{cost_text(row):>8}"
         )
     return "\n".join(lines)
 

@@ -12,9 +12,10 @@ import asyncio
 import os
 from dataclasses import dataclass
 
+from atlasrun.agent.replay import BUILTIN_AGENTS
 from atlasrun.errors import AtlasError, ErrorKind
 from atlasrun.provider import Endpoint, ProviderError, _litellm, complete
-from atlasrun.runner.engine import DETERMINISTIC, REPLAY
+from atlasrun.runner.engine import DETERMINISTIC
 from atlasrun.runspec.run import RunSpec
 
 PING = [{"role": "user", "content": "Reply with the single word: ok"}]
@@ -43,7 +44,7 @@ def targets(spec: RunSpec, *, models: bool = True, judges: bool = True) -> list[
     body = spec.spec
     if models:
         for m in body.models:
-            if m.litellm_model != REPLAY:
+            if m.litellm_model not in BUILTIN_AGENTS:
                 found.append(Target("model", m.name, Endpoint(m.litellm_model, m.api_base, m.api_key_env)))
     if judges:
         for j in body.judges:

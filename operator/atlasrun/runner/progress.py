@@ -36,15 +36,15 @@ class Progress:
         self.enabled = self.wanted and total > 0
         self.done = self.passed = self.failed = self.errored = 0
         self.tokens = 0
-        self.cost_usd: float | None = 0.0  # None once a priced call is mixed with an unpriced one
+        self.cost_usd: float | None = 0.0  # None once a call had no known price (shown as n/a)
         self.started = time.perf_counter()
         self._last_step = -1
 
     def update(self, result: TaskResult) -> None:
         self.done += 1
         self.tokens += result.prompt_tokens + result.completion_tokens
-        if self.cost_usd is not None and result.cost_usd is not None:
-            self.cost_usd += result.cost_usd
+        if self.cost_usd is not None:
+            self.cost_usd = self.cost_usd + result.cost_usd if result.cost_known else None
         if result.status == "error":
             self.errored += 1
             self.errors_by_kind[str(result.error_kind or "other")] += 1

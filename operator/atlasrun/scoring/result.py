@@ -58,6 +58,7 @@ class TaskResult(VersionedRecord):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    cost_known: bool = True  # False: some model call had no known price (cost_usd undercounts)
     domain: str | None = None
     category: str | None = None
     servers: list[str] = Field(default_factory=list)
