@@ -3,6 +3,7 @@ retried, "did you mean" for ids and fields, exit codes for CI, --junit."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -124,8 +125,6 @@ def test_auth_error_during_a_run_is_typed_and_not_retried(tmp_path: Path, data_d
     assert proc.returncode == EXIT_ITEM_ERRORS, proc.stderr
     assert len(provider.requests) == 2  # one per task, none retried
     assert "provider_auth 2" in proc.stderr  # errors by kind on the live display
-    import json
-
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {(r["status"], r["error_kind"]) for r in rows} == {("error", "provider_auth")}
 
@@ -157,3 +156,65 @@ def test_exit_codes_fail_under_and_junit(tmp_path: Path, data_dir: Path) -> None
     failure = cases[("half", "sum-again")].find("failure")
     assert failure is not None and failure.text and "The sum of the numbers is 42" in failure.text
     assert cases[("replay", "sum-again")].find("failure") is None
+
+
+def test_preflight_never_prints_the_key_a_provider_echoes(tmp_path: Path) -> None:
+    key = "sk-preflight-SENTINEL-7f3a9c"
+
+    def echo(body: dict[str, Any]) -> Reply:
+        return Reply(
+            status=401, raw_body=json.dumps({"error": {"message": f"Incorrect API key provided: {key}"}})
+        )
+
+    with ScriptedProvider(echo) as provider:
+        models = [
+            {"name": "m1", "model": "openai/m1", "apiBase": provider.api_base, "apiKeyEnv": "ATLAS_PF_KEY"}
+        ]
+        proc = atlas("run", str(run_file(tmp_path, models)), env={"ATLAS_PF_KEY": key})
+    assert proc.returncode == EXIT_BAD_INPUT and "the key was refused (variable ATLAS_PF_KEY)" in proc.stderr
+    assert key not in proc.stdout + proc.stderr and "sk-preflight" not in proc.stderr, proc.stderr
+
+
+def test_rescore_checks_its_judges_before_judging(tmp_path: Path) -> None:
+    from test_stats import result, write_results
+
+    out = write_results(tmp_path / "out", [result("t0", 1.0, model="m")])
+    proc = atlas("rescore", str(out), "--judge", "openai/j", "--judge-api-key-env", "ATLAS_NO_JUDGE_KEY")
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+    assert "judge 'openai/j': its key variable ATLAS_NO_JUDGE_KEY is not set" in proc.stderr
+    assert not (tmp_path / "out-rescored-openai_j").exists()  # nothing was written
+
+
+def test_live_display_shows_errors_by_kind_and_the_latest_reasons() -> None:
+    import io
+
+    from atlasrun.errors import ErrorKind
+    from atlasrun.runner.progress import Progress
+    from atlasrun.scoring.result import TaskResult
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream in (Terminal(), io.StringIO()):
+        bar = Progress(3, stream=stream)
+        bar.update(
+            TaskResult(task_id="a", model="m", status="scored", coverage=1.0, passed=True, prompt_tokens=1200)
+        )
+        bar.update(
+            TaskResult(
+                task_id="b",
+                model="m",
+                status="error",
+                error_kind=ErrorKind.PROVIDER_AUTH,
+                reason="provider_auth: 401",
+            )
+        )
+        bar.update(
+            TaskResult(task_id="c", model="m", status="scored", coverage=0.0, passed=False, cost_known=False)
+        )
+        text = stream.getvalue()
+        assert "error: m/b: provider_auth: 401" in text  # the reason, on the terminal
+        assert "errors 1 (provider_auth 1)" in text and "tokens 1,200" in text and "cost n/a" in text
+        assert "eta " in text and "elapsed " in text
+        assert ("\r" in text) == isinstance(stream, Terminal)  # plain lines when not a terminal

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from atlasrun.agent.replay import BUILTIN_AGENTS
 from atlasrun.errors import AtlasError, ErrorKind
 from atlasrun.provider import Endpoint, ProviderError, _litellm, complete
+from atlasrun.redact import declare
 from atlasrun.runner.engine import DETERMINISTIC
 from atlasrun.runspec.run import RunSpec
 
@@ -108,6 +109,7 @@ def preflight(
     """Check every endpoint ``spec`` calls; raise PreflightError on the first that fails.
     Returns the endpoints checked."""
     found = targets(spec, models=models, judges=judges)
+    declare(t.endpoint.api_key_env for t in found)  # a provider's error may echo the key: mask it
     unique = list(
         {(t.endpoint.model, t.endpoint.api_base, t.endpoint.api_key_env): t for t in found}.values()
     )
