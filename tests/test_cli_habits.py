@@ -105,3 +105,20 @@ def test_limit_task_and_model_filters(tmp_path: Path, data_dir: Path) -> None:
     assert items("t") == {(m, t) for m in ("replay", "again") for t in ("b", "c")}
     proc = atlas("run", str(run_file), *common, "--out", str(tmp_path / "m"), "--model", "again")
     assert proc.returncode == 0 and items("m") == {("again", t) for t in ("sum-numbers", "b", "c")}
+
+
+def test_a_misspelt_tool_names_its_server_with_a_did_you_mean(tmp_path: Path) -> None:
+    typo = {
+        **SUM_TASK,
+        "enabled_tools": ["filesytem_read_text_file", "calculator_calculate"],
+        "distractors": [],
+    }
+    typo["reference_trajectory"] = [
+        {"calls": [{"name": "filesytem_read_text_file", "arguments": {"path": "/data/numbers.txt"}}]}
+    ]
+    run_file = write_run(
+        tmp_path / "run.yaml", write_tasks(tmp_path / "t.yaml", [typo]), [{"name": "replay"}]
+    )
+    proc = atlas("validate", str(run_file))
+    assert "needs server(s) not enabled: filesytem (did you mean 'filesystem'?)" in proc.stdout, proc.stdout
+    assert proc.returncode == EXIT_FAIL_UNDER  # nothing would run

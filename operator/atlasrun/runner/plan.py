@@ -91,7 +91,8 @@ def plan_run(spec: RunSpec) -> Plan:
     for task in tasks:
         needs = task_servers(task, on)
         if needs.missing:
-            plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {', '.join(needs.missing)}"))
+            missing = ", ".join(f"{n}{'' if n in names else did_you_mean(n, names)}" for n in needs.missing)
+            plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {missing}"))
             continue
         if needs.hidden_tools:
             plan.dropped_tools[task.id] = needs.hidden_tools
