@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from atlasrun.errors import ErrorKind
-from atlasrun.servers.calls import CallErrorKind as CallErrorKind  # part of the transcript
+from atlasrun.servers.calls import CallErrorKind as CallErrorKind  # re-exported: part of the transcript
 from atlasrun.servers.calls import CallRecord as CallRecord
 
 StopReason = Literal[
