@@ -100,6 +100,13 @@ def test_limit_task_and_model_filters(tmp_path: Path, data_dir: Path) -> None:
 
     assert atlas("run", str(run_file), *common, "--out", str(tmp_path / "l"), "--limit", "1").returncode == 0
     assert items("l") == {("replay", "sum-numbers"), ("again", "sum-numbers")}
+    # the same directory with another filter: one run, and summary.json covers all of it (as the report)
+    proc = atlas(
+        "run", str(run_file), *common, "--out", str(tmp_path / "l"), "--task", "b", "--model", "replay"
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "l" / "summary.json").read_text())["models"]
+    assert (summary["replay"]["tasks"], summary["again"]["tasks"]) == (2, 1)
     proc = atlas("run", str(run_file), *common, "--out", str(tmp_path / "t"), "--task", "c", "--task", "b")
     assert proc.returncode == 0 and "2 task(s) x 2 model(s)" in proc.stderr
     assert items("t") == {(m, t) for m in ("replay", "again") for t in ("b", "c")}

@@ -135,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         write_junit(Path(args.junit), spec.metadata.name, outcome.results)
         print(f"junit: {args.junit}")
-    code, reasons = run_verdict(outcome.summary, fail_under)
+    code, reasons = run_verdict(outcome.summary, fail_under, [m.name for m in spec.spec.models])
     for reason in reasons:
         print(f"exit {code}: {reason}", file=sys.stderr)
     return code

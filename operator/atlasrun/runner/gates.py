@@ -19,11 +19,15 @@ def parse_rate(text: str) -> float:
     return value
 
 
-def run_verdict(summary: dict[str, Any], fail_under: float | None = None) -> tuple[int, list[str]]:
-    """(exit code, one line per reason) from a summary.json: EXIT_ITEM_ERRORS when any item ended
-    as an error after its retries, else EXIT_FAIL_UNDER when a model's pass rate is below
-    ``fail_under`` (no scored item counts as 0), else EXIT_OK."""
-    rows: dict[str, dict[str, Any]] = summary.get("models", {})
+def run_verdict(
+    summary: dict[str, Any], fail_under: float | None = None, models: list[str] | None = None
+) -> tuple[int, list[str]]:
+    """(exit code, one line per reason) from a summary.json, over ``models`` (default: all):
+    EXIT_ITEM_ERRORS when any item ended as an error after its retries, else EXIT_FAIL_UNDER when
+    a model's pass rate is below ``fail_under`` (no scored item counts as 0), else EXIT_OK."""
+    rows: dict[str, dict[str, Any]] = {
+        name: row for name, row in summary.get("models", {}).items() if models is None or name in models
+    }
     errored = {name: row["errored"] for name, row in rows.items() if row.get("errored")}
     if errored:
         listed = ", ".join(f"{name} {count}" for name, count in errored.items())

@@ -105,15 +105,18 @@ def _run_locked(
     }
     latest = store.load()
     results = [latest[k] for k in sorted(keys) if k in latest]
+    # summary.json covers the whole directory (one run, the fingerprint says), like the report:
+    # items an earlier invocation ran with other --task/--limit/--model filters count too.
+    names = [m.name for m in spec.spec.models]
+    names += sorted({k[0] for k in latest} - set(names))
     summary = write_summary(
         store,
         spec.metadata.name,
         [j.info for j in engine.judges],
         spec.spec.pass_threshold,
-        results=results,
-        models=[m.name for m in spec.spec.models],
+        results=[latest[k] for k in sorted(latest)],
+        models=names,
         rejected_rows=[str(r) for r in plan.rejected],
-        excluded_tasks=[ExcludedTask(task=e.task.id, reason=e.reason) for e in plan.excluded],
     )
     planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
     return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
