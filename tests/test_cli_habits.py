@@ -28,6 +28,20 @@ def test_version_and_an_example_in_every_commands_help() -> None:
     for command in commands:
         proc = atlas(*command, "--help")
         assert proc.returncode == 0 and "example: atlas " in proc.stdout, (command, proc.stdout[-300:])
+    # every flag and argument has its help text
+    import argparse
+
+    from atlasrun.cli import build_parser
+
+    for name in ["run", "validate", "init-workspace", *COMMANDS]:
+        stack = [build_parser(name)]
+        while stack:
+            parser = stack.pop()
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    stack += [p for n, p in action.choices.items() if n == name or parser.prog != "atlas"]
+                else:
+                    assert action.help, (name, action.option_strings or action.dest)
     run_help = atlas("run", "--help").stdout
     for flag in ("--limit", "--task", "--model", "--fail-under", "--junit", "--no-preflight", "--force-new"):
         assert flag in run_help

@@ -330,13 +330,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     validate = sub.add_parser("validate", help="check a run file or task file")
-    validate.add_argument("file")
+    validate.add_argument(
+        "file", metavar="FILE", help="a run file (kind: AtlasRun, local or cluster) or a task file"
+    )
     validate.set_defaults(func=cmd_validate)
 
     init = sub.add_parser(
         "init-workspace", help="create the starter suite's sample workspace (the data root)"
     )
-    init.add_argument("dir")
+    init.add_argument("dir", metavar="DIR", help="where to create it (pass it as --data-dir)")
     init.set_defaults(func=cmd_init_workspace)
 
     _register_command_modules(sub, command)

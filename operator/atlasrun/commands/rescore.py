@@ -204,8 +204,8 @@ def register(subparsers: Any) -> None:
         required=True,
         help="judge (repeatable; first is primary; 'deterministic' built in)",
     )
-    parser.add_argument("--judge-api-base")
-    parser.add_argument("--judge-api-key-env")
+    parser.add_argument("--judge-api-base", help="OpenAI-compatible endpoint for --judge")
+    parser.add_argument("--judge-api-key-env", metavar="VAR", help="env var holding the API key for --judge")
     parser.add_argument("--threshold", type=float, help="pass threshold (default: the source run's)")
     parser.add_argument("--out", help="new results directory (default: OUT-rescored-<judge>)")
     parser.add_argument(

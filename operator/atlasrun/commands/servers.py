@@ -185,8 +185,8 @@ def register(subparsers: Any) -> None:
         help="install the pinned server packages",
         epilog="example: atlas servers install filesystem calculator",
     )
-    install.add_argument("names", nargs="*")
-    install.add_argument("--catalog")
+    install.add_argument("names", nargs="*", help="servers to install (default: all)")
+    install.add_argument("--catalog", help="catalog file (default: the built-in catalog)")
     install.set_defaults(func=cmd_servers_install)
     listing = ssub.add_parser(
         "list",
@@ -203,10 +203,12 @@ def register(subparsers: Any) -> None:
     check = ssub.add_parser(
         "check", help="start each server and make one real call", epilog="example: atlas servers check --json"
     )
-    check.add_argument("names", nargs="*")
-    check.add_argument("--catalog")
-    check.add_argument("--data-dir")
-    check.add_argument("--timeout", type=float, default=60.0)
-    check.add_argument("--json", action="store_true")
+    check.add_argument("names", nargs="*", help="servers to check (default: all)")
+    check.add_argument("--catalog", help="catalog file (default: the built-in catalog)")
+    check.add_argument("--data-dir", help="data root the servers see (default: an empty scratch git repo)")
+    check.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds per start and per call (default 60)"
+    )
+    check.add_argument("--json", action="store_true", help="print the rows as JSON")
     check.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     check.set_defaults(func=cmd_servers_check)
