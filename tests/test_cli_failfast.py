@@ -142,6 +142,9 @@ def test_exit_codes_fail_under_and_junit(tmp_path: Path, data_dir: Path) -> None
         proc = atlas("run", spec, *common, "--junit", str(junit))
         assert proc.returncode == EXIT_OK, proc.stderr
         assert "2 task(s) x 2 model(s) (half, replay) x 1 repeat(s) = 4 item(s)" in proc.stderr
+        # litellm knows no price for the scripted model: its cost is n/a, not $0.00
+        (half_row,) = [line for line in proc.stdout.splitlines() if line.startswith("half ")]
+        assert half_row.endswith("n/a") and "cost n/a" in proc.stderr, (half_row, proc.stderr[-300:])
         proc = atlas("run", spec, *common, "--fail-under", "0.75")
         assert (
             proc.returncode == EXIT_FAIL_UNDER and "half: pass rate 50.0% < --fail-under 75%" in proc.stderr
