@@ -480,16 +480,19 @@ document.body.setAttribute('data-probe', shown.length + '|' + !shown[0].nextElem
 </script></body>"""
 
 
-@needs_chromium
-def test_filters_and_expanders_work_in_chromium(run_dir: Path, tmp_path: Path) -> None:
+def _probe_dom(run_dir: Path, tmp_path: Path, script: str) -> str:
+    """The report's DOM after ``script`` ran in headless Chromium."""
     probe = tmp_path / "probe.html"
     probe.write_text(
-        (run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", PROBE), encoding="utf-8"
+        (run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8"
     )
-    dom = _chromium("--dump-dom", probe.as_uri(), tmp=tmp_path)
-    assert f'data-probe="{N_TASKS}|true|{N_TASKS} of {len(MODELS) * N_TASKS} rows"' in dom.stdout, dom.stdout[
-        -500:
-    ]
+    return _chromium("--dump-dom", probe.as_uri(), tmp=tmp_path).stdout
+
+
+@needs_chromium
+def test_filters_and_expanders_work_in_chromium(run_dir: Path, tmp_path: Path) -> None:
+    dom = _probe_dom(run_dir, tmp_path, PROBE)
+    assert f'data-probe="{N_TASKS}|true|{N_TASKS} of {len(MODELS) * N_TASKS} rows"' in dom, dom[-500:]
 
 
 # --- picking a model: task matrix, paired comparison, cost n/a, numbers as written ---------------
@@ -566,13 +569,9 @@ document.body.setAttribute('data-probe', first + '|' + last);
 
 @needs_chromium
 def test_task_matrix_sorts_by_a_model_column_in_chromium(run_dir: Path, tmp_path: Path) -> None:
-    probe = tmp_path / "probe.html"
-    probe.write_text(
-        (run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", SORT_PROBE), encoding="utf-8"
-    )
-    dom = _chromium("--dump-dom", probe.as_uri(), tmp=tmp_path)
-    found = re.search(r'data-probe="([-0-9.]+)\|([-0-9.]+)"', dom.stdout)
-    assert found, dom.stdout[-500:]
+    dom = _probe_dom(run_dir, tmp_path, SORT_PROBE)
+    found = re.search(r'data-probe="([-0-9.]+)\|([-0-9.]+)"', dom)
+    assert found, dom[-500:]
     coverages = [
         r.coverage if r.coverage is not None else -1.0
         for r in ResultsDir(run_dir).load().values()
