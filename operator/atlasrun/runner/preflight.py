@@ -46,11 +46,17 @@ def targets(spec: RunSpec, *, models: bool = True, judges: bool = True) -> list[
     if models:
         for m in body.models:
             if m.litellm_model not in BUILTIN_AGENTS:
-                found.append(Target("model", m.name, Endpoint(m.litellm_model, m.api_base, m.api_key_env)))
+                params = tuple(sorted(m.params.items()))
+                found.append(
+                    Target("model", m.name, Endpoint(m.litellm_model, m.api_base, m.api_key_env, params))
+                )
     if judges:
         for j in body.judges:
             if (j.model or j.name) != DETERMINISTIC:
-                found.append(Target("judge", j.name, Endpoint(j.model or j.name, j.api_base, j.api_key_env)))
+                params = tuple(sorted(j.params.items()))
+                found.append(
+                    Target("judge", j.name, Endpoint(j.model or j.name, j.api_base, j.api_key_env, params))
+                )
     return found
 
 
@@ -87,9 +93,15 @@ def check_local(target: Target) -> None:
 async def check_call(target: Target, timeout_s: float) -> None:
     """One cheap completion; auth, unknown-model and bad-request errors are named as such."""
     try:
-        await complete(
-            target.endpoint, PING, retries=1, backoff_base_s=0.5, timeout_s=timeout_s, max_tokens=1
-        )
+        try:
+            await complete(
+                target.endpoint, PING, retries=1, backoff_base_s=0.5, timeout_s=timeout_s, max_tokens=1
+            )
+        except ProviderError as exc:
+            if exc.kind != ErrorKind.PROVIDER_REQUEST:
+                raise
+            # Some models refuse max_tokens (or a value of 1): the same call without it.
+            await complete(target.endpoint, PING, retries=1, backoff_base_s=0.5, timeout_s=timeout_s)
     except ProviderError as exc:
         variable = target.endpoint.api_key_env
         hint = {
