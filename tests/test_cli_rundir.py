@@ -52,6 +52,13 @@ def test_a_different_run_is_refused_safe_fields_resume_force_new_moves_aside(
     proc = atlas("run", str(first), *common, "--parallelism", "1", "--repeats", "1")
     assert proc.returncode == EXIT_OK and "resumed: 1 finished task(s)" in proc.stderr, proc.stderr
 
+    # the same task file named by another path (--tasks) is the same run
+    copy = tmp_path / "copy" / "tasks.yaml"
+    copy.parent.mkdir()
+    copy.write_bytes(tasks.read_bytes())
+    proc = atlas("run", str(first), *common, "--tasks", str(copy))
+    assert proc.returncode == EXIT_OK and "resumed: 1" in proc.stderr, proc.stderr
+
     # another pass threshold would relabel old verdicts: refused, with the field named
     other = write_run(tmp_path / "other.yaml", tasks, [{"name": "replay"}], passThreshold=0.5)
     proc = atlas("run", str(other), *common)

@@ -59,8 +59,14 @@ def fingerprint(spec: RunSpec) -> dict[str, Any]:
         m["name"]: _digest({k: v for k, v in m.items() if k not in SAFE_MODEL_FIELDS})
         for m in body.pop("models")
     }
-    body["tasks"] = {k: v for k, v in body["tasks"].items() if k not in SAFE_TASK_FIELDS}
-    body["tasks"]["content"] = _tasks_digest(spec)
+    tasks = {k: v for k, v in body["tasks"].items() if k not in SAFE_TASK_FIELDS}
+    content = _tasks_digest(spec)
+    if (
+        content is not None
+    ):  # the same task file under another path (--tasks, a moved run file) is the same run
+        tasks.pop("path", None)
+        tasks["content"] = content
+    body["tasks"] = tasks
     body["limits"] = {k: v for k, v in body["limits"].items() if k not in SAFE_LIMIT_FIELDS}
     for judge in body.get("judges", []):
         for key in SAFE_MODEL_FIELDS:
