@@ -141,12 +141,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def is_cluster_run(spec: RunSpec) -> bool:
-    """A run file meant for the operator: its tasks or results live in the cluster (ConfigMap, S3)."""
-    body = spec.spec
-    return not body.tasks.path or bool(body.output.bucket)
-
-
 def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
     """(errors, warnings, skipped) for a cluster run file: what can be checked without the cluster."""
     from atlasrun.agent.replay import BUILTIN_AGENTS
@@ -211,7 +205,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise InputError("file not found", where=str(path))
     if _is_run_file(path):
         spec = load_run_spec(path)
-        if is_cluster_run(spec) and not spec.spec.tasks.path:
+        if not spec.spec.tasks.path:  # a cluster run file: its tasks are in a ConfigMap, S3 or a hub
             errors, warnings, skipped = _validate_cluster(spec)
             for line in [*(f"error: {e}" for e in errors), *(f"warning: {w}" for w in warnings)]:
                 print(line)
@@ -280,9 +274,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run a benchmark on this machine",
-        epilog="example: atlas run examples/demo.yaml --data-dir runs/ws --out runs/demo --limit 5\n"
-        "exit codes: 0 all done (and --fail-under met); 1 a pass rate below --fail-under; "
-        "2 bad input or a failed pre-flight check; 3 some items errored after retries; 130 interrupted",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: atlas run examples/demo.yaml --data-dir runs/ws --out runs/demo --limit 5\n\n"
+        "exit codes: 0 all done (and --fail-under met); 1 a pass rate below --fail-under;\n"
+        "  2 bad input or a failed pre-flight check; 3 some items errored after retries; 130 interrupted",
     )
     run.add_argument("run_file", metavar="RUN.yaml", help="the run file (kind: AtlasRun)")
     run.add_argument("--tasks", metavar="FILE", help="task file (overrides spec.tasks)")
