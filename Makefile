@@ -34,6 +34,7 @@ demo: servers sandbox-deps
 	rm -rf runs/demo
 	$(BIN)/atlas init-workspace runs/demo/workspace
 	$(BIN)/atlas run examples/demo.yaml --data-dir runs/demo/workspace --out runs/demo
+	$(BIN)/atlas diagnose runs/demo
 	$(BIN)/atlas report runs/demo
 
 # bubblewrap (bwrap) sandboxes every local MCP server (README "Sandbox"); without it the

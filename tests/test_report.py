@@ -480,16 +480,104 @@ document.body.setAttribute('data-probe', shown.length + '|' + !shown[0].nextElem
 </script></body>"""
 
 
-@needs_chromium
-def test_filters_and_expanders_work_in_chromium(run_dir: Path, tmp_path: Path) -> None:
+def _probe_dom(run_dir: Path, tmp_path: Path, script: str) -> str:
+    """The report's DOM after ``script`` ran in headless Chromium."""
     probe = tmp_path / "probe.html"
     probe.write_text(
-        (run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", PROBE), encoding="utf-8"
+        (run_dir / "report.html").read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8"
     )
-    dom = _chromium("--dump-dom", probe.as_uri(), tmp=tmp_path)
-    assert f'data-probe="{N_TASKS}|true|{N_TASKS} of {len(MODELS) * N_TASKS} rows"' in dom.stdout, dom.stdout[
-        -500:
+    return _chromium("--dump-dom", probe.as_uri(), tmp=tmp_path).stdout
+
+
+@needs_chromium
+def test_filters_and_expanders_work_in_chromium(run_dir: Path, tmp_path: Path) -> None:
+    dom = _probe_dom(run_dir, tmp_path, PROBE)
+    assert f'data-probe="{N_TASKS}|true|{N_TASKS} of {len(MODELS) * N_TASKS} rows"' in dom, dom[-500:]
+
+
+# --- picking a model: task matrix, paired comparison, cost n/a, numbers as written ---------------
+
+
+def test_task_matrix_has_every_task_and_model_cell(run_dir: Path, page: str) -> None:
+    section = page.split('<section id="matrix">', 1)[1].split("</section>", 1)[0]
+    rows = re.findall(r'<tr><td class="task" data-sort="([^"]+)">.*?</tr>', section)
+    assert len(rows) == N_TASKS
+    latest = ResultsDir(run_dir).load()
+    # each cell: that model's coverage on the task (one repeat), as in results.jsonl; -1 unscored
+    first = re.search(r'<tr><td class="task" data-sort="task-00">(.*?)</tr>', section)
+    assert first is not None
+    cells = re.findall(r'data-sort="([-0-9.]+)"', first.group(1))
+    expected = [latest[(m, "task-00", 0)].coverage for m in MODELS]
+    assert [float(c) for c in cells] == pytest.approx([c if c is not None else -1 for c in expected])
+
+
+def test_paired_comparison_of_every_pair_matches_the_stats_module(run_dir: Path, page: str) -> None:
+    from atlasrun.scoring.stats import paired_comparison
+
+    section = page.split('<section id="paired">', 1)[1].split("</section>", 1)[0]
+    grouped = by_model(ResultsDir(run_dir).load().values())
+    names = list(MODELS)
+    pairs = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td class=num>(\d+)</td>(.*?)</tr>", section)
+    assert [(a, b) for a, b, _, _ in pairs] == [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    for a, b, tasks, rest in pairs:
+        cmp = paired_comparison(grouped[a], grouped[b])
+        assert cmp is not None and int(tasks) == cmp.tasks
+        assert f"{100 * cmp.pass_rate_diff.point:+.1f} pp" in rest
+        assert f"<td class=num>{cmp.mcnemar.b}</td><td class=num>{cmp.mcnemar.c}</td>" in rest
+
+
+def test_cost_is_na_when_the_price_is_unknown(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    store = ResultsDir(out)
+    out.mkdir()
+    for model, known in (("priced", True), ("unpriced", False)):
+        store.append(
+            TaskResult(
+                task_id="t0",
+                model=model,
+                status="scored",
+                coverage=1.0,
+                passed=True,
+                cost_usd=0.5 if known else 0.0,
+                cost_known=known,
+                task=task(0),
+            )
+        )
+    page = build_report(out).read_text(encoding="utf-8")
+    assert "$0.50" in _model_row(page, "priced")
+    assert "n/a" in _model_row(page, "unpriced") and "$0.00" not in _model_row(page, "unpriced")
+    assert "cost: n/a" in page
+
+
+def test_numbers_in_claim_reasons_are_printed_as_written(tmp_path: Path) -> None:
+    from atlasrun.judge.deterministic import DeterministicJudge
+
+    judge = DeterministicJudge("deterministic")
+    label, reason = judge._verdict("The population is 3,271,575 people", "It has 3,271,575 people.")
+    assert label == "fulfilled" and "3,271,575" in reason and "e+06" not in reason
+    label, reason = judge._verdict("The population is 3,271,575 people", "It has 3,100,000 people.")
+    assert "3,271,575 (answer: 3,100,000)" in reason and "e+06" not in reason
+
+
+SORT_PROBE = """<script>
+var th = document.querySelector('#matrix th[data-col="1"]'); th.click();
+var first = document.querySelector('#matrix tbody tr').cells[1].dataset.sort; th.click();
+var last = document.querySelector('#matrix tbody tr').cells[1].dataset.sort;
+document.body.setAttribute('data-probe', first + '|' + last);
+</script></body>"""
+
+
+@needs_chromium
+def test_task_matrix_sorts_by_a_model_column_in_chromium(run_dir: Path, tmp_path: Path) -> None:
+    dom = _probe_dom(run_dir, tmp_path, SORT_PROBE)
+    found = re.search(r'data-probe="([-0-9.]+)\|([-0-9.]+)"', dom)
+    assert found, dom[-500:]
+    coverages = [
+        r.coverage if r.coverage is not None else -1.0
+        for r in ResultsDir(run_dir).load().values()
+        if r.model == next(iter(MODELS))
     ]
+    assert (float(found.group(1)), float(found.group(2))) == pytest.approx((min(coverages), max(coverages)))
 
 
 if __name__ == "__main__":  # build a sample report to look at: python tests/test_report.py OUT

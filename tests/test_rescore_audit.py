@@ -13,6 +13,7 @@ import yaml
 
 from atlasrun.agent.litellm_agent import LiteLLMAgent
 from atlasrun.cli import main
+from atlasrun.errors import EXIT_ITEM_ERRORS
 from atlasrun.runner.local import RunOutcome, run_local
 from atlasrun.runspec.run import load_run_spec
 from atlasrun.scoring.store import ResultsDir
@@ -111,6 +112,7 @@ def test_rescore_with_a_strict_judge_changes_only_the_new_dir(
                 judge.api_base,
                 "--out",
                 str(new),
+                "--no-preflight",  # the judge's requests are counted below
             ]
         )
     assert code == 0
@@ -149,7 +151,16 @@ def test_rescore_with_a_garbage_judge_counts_errors_then_resumes(
 ) -> None:
     old = finished_run.out
     with ScriptedProvider(lambda body: Reply(content="Looks fine to me!")) as judge:
-        assert main(["rescore", str(old), "--judge", "openai/j", "--judge-api-base", judge.api_base]) == 0
+        rescore = [
+            "rescore",
+            str(old),
+            "--judge",
+            "openai/j",
+            "--judge-api-base",
+            judge.api_base,
+            "--no-preflight",
+        ]
+        assert main(rescore) == EXIT_ITEM_ERRORS  # every claim's judging failed
     new = old.parent / f"{old.name}-rescored-openai_j"  # the default target
     replay = summary(new)["models"]["replay"]
     assert (replay["scored"], replay["errored"], replay["pass_rate"], replay["mean_coverage"]) == (
@@ -163,7 +174,8 @@ def test_rescore_with_a_garbage_judge_counts_errors_then_resumes(
     assert len(failed) == 2 and all(r.coverage is None and r.passed is None for r in failed)
 
     with ScriptedProvider(lambda body: verdict("fulfilled")) as judge:
-        assert main(["rescore", str(old), "--judge", "openai/j", "--judge-api-base", judge.api_base]) == 0
+        rescore[5] = judge.api_base
+        assert main(rescore) == 0
     assert len(judge.requests) == 2  # only the judge failures were redone
     replay = summary(new)["models"]["replay"]
     assert (replay["scored"], replay["passed"], replay["errored"], replay["excluded"]) == (2, 2, 0, 1)

@@ -168,7 +168,7 @@ def run_probe(tmp_path: Path, data_dir: Path, paths: dict[str, Path], port: int,
         env = dict(os.environ, ATLAS_SANDBOX_SENTINEL=SENTINEL)
         proc = subprocess.Popen(
             [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(tmp_path / "out"), "--quiet",
-             *extra],
+             "--no-preflight", *extra],  # the script answers the task, not a pre-flight call
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         runner["pid"] = proc.pid
@@ -334,7 +334,8 @@ def test_kill_9_of_the_runner_leaves_no_server_and_the_next_run_sweeps_its_scrat
         run_file = scripted_run(tmp_path, task, "slow", provider)
         out = tmp_path / "out"
         proc = subprocess.Popen(
-            [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet", *flags],
+            [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet",
+             "--no-preflight", *flags],  # `asked` must mean the task's servers are up
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:

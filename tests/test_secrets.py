@@ -89,7 +89,10 @@ def test_sentinel_secrets_appear_nowhere(tmp_path: Path, data_dir: Path) -> None
             judges=judges,
             limits={"retryBackoffSeconds": 0, "judgeRetries": 0},
         )
-        atlas("run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet")
+        # the pre-flight would stop at the rejecting model: --no-preflight, so every writer is exercised
+        atlas(
+            "run", str(run_file), "--data-dir", str(data_dir), "--out", str(out), "--quiet", "--no-preflight"
+        )
         diagnosed = atlas(
             "diagnose",
             str(out),

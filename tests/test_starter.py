@@ -66,7 +66,9 @@ def _corrupt(text: str) -> str:
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
     root = tmp_path_factory.mktemp("starter")
     workspace = create_workspace(root / "workspace")
-    return run_local(load_run_spec(DEMO), root / "out", workspace, progress=False)
+    spec = load_run_spec(DEMO)
+    spec.spec.models = [m for m in spec.spec.models if m.name == "replay"]  # the demo's reference agent
+    return run_local(spec, root / "out", workspace, progress=False)
 
 
 # (a) the suite is well formed

@@ -51,16 +51,19 @@ def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     if args.tasks:
         body.tasks = TasksSource(path=str(Path(args.tasks).resolve()))
     if args.model:
+        # A --model naming one of the run file's models selects it; any other is a litellm model.
+        defined = {m.name: m for m in body.models}
         body.models = [
-            ModelSpec(
+            defined.get(m)
+            or ModelSpec(
                 name=m,
                 api_base=args.api_base,
                 api_key_env=args.api_key_env,
                 max_concurrency=args.max_concurrency or 4,
             )
-            for m in args.model
+            for m in dict.fromkeys(args.model)
         ]
-    elif args.api_base or args.api_key_env or args.max_concurrency:
+    if args.api_base or args.api_key_env or args.max_concurrency:
         for model in body.models:
             model.api_base = args.api_base or model.api_base
             model.api_key_env = args.api_key_env or model.api_key_env
@@ -74,15 +77,38 @@ def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
         body.parallelism = args.parallelism
     if args.repeats:
         body.repeats = args.repeats
+    if args.task:
+        body.tasks.ids = list(dict.fromkeys(args.task))
+    if args.limit:
+        body.tasks.limit = args.limit
     return spec
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from atlasrun.runner.local import format_table, output_dir, run_local
+    from atlasrun.errors import EXIT_BAD_INPUT
+    from atlasrun.runner.gates import parse_rate, run_verdict
+    from atlasrun.runner.local import banner, format_table, output_dir, run_local
+    from atlasrun.runner.plan import plan_run
     from atlasrun.runspec.run import load_run_spec
 
+    fail_under = parse_rate(args.fail_under) if args.fail_under is not None else None
     spec = apply_overrides(load_run_spec(args.run_file), args)
     out = output_dir(spec, args.out)
+    plan = plan_run(spec)
+    for line in [f"rejected: {r}" for r in plan.rejected] + [f"error: {u}" for u in plan.unknown_ids]:
+        print(line, file=sys.stderr)
+    for exclusion in plan.excluded:
+        print(f"excluded: task {exclusion.task.id}: {exclusion.reason}", file=sys.stderr)
+    if plan.unknown_ids or not plan.tasks:
+        print(
+            "error: nothing was run: " + ("fix the ids above" if plan.unknown_ids else "no task to run"),
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if not args.no_preflight:
+        from atlasrun.runner.preflight import preflight
+
+        preflight(spec)
     if not args.data_dir and not spec.spec.data_dir:
         print(
             f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
@@ -90,24 +116,82 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     from atlasrun.servers.sandbox import Sandbox
 
+    print(banner(spec, plan, out), file=sys.stderr)
     data_dir = Path(args.data_dir) if args.data_dir else None
     sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
-    outcome = run_local(spec, out, data_dir, progress=not args.quiet, sandbox=sandbox)
-    for rejection in outcome.plan.rejected:
-        print(f"rejected: {rejection}", file=sys.stderr)
-    for exclusion in outcome.plan.excluded:
-        print(f"excluded: task {exclusion.task.id}: {exclusion.reason}", file=sys.stderr)
+    outcome = run_local(
+        spec, out, data_dir, progress=not args.quiet, sandbox=sandbox, plan=plan, force_new=args.force_new
+    )
+    if outcome.moved_aside:
+        print(f"--force-new: the earlier results were moved to {outcome.moved_aside}", file=sys.stderr)
     if outcome.skipped:
         print(
             f"resumed: {outcome.skipped} finished task(s) kept from {out / 'results.jsonl'}", file=sys.stderr
         )
     print(format_table(outcome.summary))
     print(f"\nresults: {out / 'results.jsonl'}\nsummary: {out / 'summary.json'}")
-    return 0
+    if args.junit:
+        from atlasrun.reports.junit import write_junit
+
+        write_junit(Path(args.junit), spec.metadata.name, outcome.results)
+        print(f"junit: {args.junit}")
+    code, reasons = run_verdict(outcome.summary, fail_under, [m.name for m in spec.spec.models])
+    for reason in reasons:
+        print(f"exit {code}: {reason}", file=sys.stderr)
+    return code
+
+
+def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
+    """(errors, warnings, skipped) for a cluster run file: what can be checked without the cluster."""
+    from atlasrun.agent.replay import BUILTIN_AGENTS
+    from atlasrun.cluster.images import servers_used, unpinned_images
+    from atlasrun.errors import did_you_mean
+    from atlasrun.runner.plan import build_catalog
+
+    body = spec.spec
+    catalog = build_catalog(spec)
+    known = set(catalog.by_name())
+    errors = [
+        f"spec.servers.enabled: unknown server {n!r}{did_you_mean(n, known)}"
+        for n in body.servers.enabled or []
+        if n not in known
+    ]
+    if not body.cluster.allow_unpinned_images:
+        errors += unpinned_images(body, catalog)
+    warnings = [
+        f"server {s.name!r} has no image: tasks that need it are excluded in cluster mode"
+        for s in servers_used(body, catalog)
+        if not s.image
+    ]
+    warnings += [
+        f"model {m.name!r} has no apiKeySecret: its pods get no API key"
+        for m in body.models
+        if m.litellm_model not in BUILTIN_AGENTS and not m.api_key_secret and not m.api_base
+    ]
+    source = body.tasks
+    skipped = [
+        f"the tasks ({'ConfigMap ' + source.config_map if source.config_map else source.uri or source.dataset}): "
+        "not readable from here"
+        if not source.path
+        else "",
+        "that the images exist in their registry and the node can pull them",
+        "that the Secrets exist: "
+        + (
+            ", ".join(
+                sorted(
+                    {s.name for s in [m.api_key_secret for m in body.models] if s}
+                    | ({body.output.credentials_secret} if body.output.credentials_secret else set())
+                )
+            )
+            or "(none named)"
+        ),
+        f"that bucket {body.output.bucket!r} exists and is writable" if body.output.bucket else "",
+    ]
+    return errors, warnings, [s for s in skipped if s]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from atlasrun.errors import InputError
+    from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_OK, InputError
     from atlasrun.runner.plan import plan_run
     from atlasrun.runspec.run import load_run_spec
     from atlasrun.tasks.loader import load_tasks
@@ -120,108 +204,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not found:
         raise InputError("file not found", where=str(path))
     if _is_run_file(path):
-        plan = plan_run(load_run_spec(path))
-        tasks, rejected = plan.tasks, plan.rejected
+        spec = load_run_spec(path)
+        if not spec.spec.tasks.path:  # a cluster run file: its tasks are in a ConfigMap, S3 or a hub
+            errors, warnings, skipped = _validate_cluster(spec)
+            for line in [*(f"error: {e}" for e in errors), *(f"warning: {w}" for w in warnings)]:
+                print(line)
+            for line in skipped:
+                print(f"skipped: {line}")
+            print(f"{path}: cluster run file: {len(errors)} error(s), {len(warnings)} warning(s)")
+            return EXIT_FAIL_UNDER if errors else EXIT_OK
+        plan = plan_run(spec)
+        tasks, rejected = plan.tasks, [str(r) for r in [*plan.rejected, *plan.unknown_ids]]
         for exclusion in plan.excluded:
             print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
         kind = "run file"
     else:
         loaded = load_tasks(path)
-        tasks, rejected = loaded.tasks, loaded.rejected
+        tasks, rejected = loaded.tasks, [str(r) for r in loaded.rejected]
         kind = "task file"
     for rejection in rejected:
         print(f"error: {rejection}")
     print(f"{path}: {kind}: {len(tasks)} task(s) loadable, {len(rejected)} rejected")
-    return 1 if rejected or not tasks else 0
-
-
-def cmd_servers_install(args: argparse.Namespace) -> int:
-    from atlasrun.servers.catalog import load_catalog
-    from atlasrun.servers.install import install_all
-
-    install_all(load_catalog(args.catalog), args.names or None)
-    return 0
-
-
-def _scratch_data_root() -> Path:
-    """An empty data root that is also a git repository, so every catalog check can succeed."""
-    import subprocess
-
-    from atlasrun.servers.scratch import new_scratch
-
-    root = new_scratch("check")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    return root
-
-
-def _check_arguments(check: dict[str, object] | None) -> dict[str, Any]:
-    arguments = (check or {}).get("arguments")
-    return dict(arguments) if isinstance(arguments, dict) else {}
-
-
-async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
-    import asyncio
-    import shutil
-    import time
-
-    from atlasrun.servers.catalog import load_catalog
-    from atlasrun.servers.instance import ServerInstance
-    from atlasrun.servers.sandbox import Sandbox
-
-    catalog = load_catalog(args.catalog)
-    names = args.names or [s.name for s in catalog.servers]
-    data_dir = Path(args.data_dir).resolve() if args.data_dir else _scratch_data_root()
-    sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
-
-    async def check(name: str) -> dict[str, Any]:
-        spec = catalog.get(name)
-        row: dict[str, Any] = {"server": name, "ok": False, "tools": 0}
-        try:
-            instance = await ServerInstance(spec, data_dir, "/data", args.timeout, sandbox=sandbox).start()
-        except Exception as exc:
-            row["message"] = str(exc)
-            return row
-        try:
-            row["startup_ms"] = round(instance.startup_s * 1000, 1)
-            row["tools"] = len(instance.tools)
-            tool = str((spec.check or {}).get("tool") or "")
-            if not tool:
-                row.update(ok=True, message="listed tools (no check call configured)")
-                return row
-            began = time.perf_counter()
-            text, is_error = await instance.call(tool, _check_arguments(spec.check), args.timeout)
-            row["call_ms"] = round((time.perf_counter() - began) * 1000, 1)
-            # The server answered at protocol level: it is up. A tool-level error (e.g. git_status on
-            # a data root that is not a repository) is shown, not failed.
-            row.update(ok=True, message=f"{tool}: {'tool error: ' if is_error else ''}{text[:80]!r}")
-        except Exception as exc:
-            row["message"] = f"check call failed: {exc!r}"
-        finally:
-            await instance.stop()
-        return row
-
-    try:
-        return list(await asyncio.gather(*(check(n) for n in names)))
-    finally:
-        if not args.data_dir:
-            shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def cmd_servers_check(args: argparse.Namespace) -> int:
-    import asyncio
-    import json
-
-    rows = asyncio.run(_check(args))
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(f"{'server':<18} {'status':<6} {'start ms':>8} {'call ms':>8} {'tools':>5}  detail")
-        for r in rows:
-            print(
-                f"{r['server']:<18} {'ok' if r['ok'] else 'FAIL':<6} {r.get('startup_ms', '-'):>8} "
-                f"{r.get('call_ms', '-'):>8} {r['tools']:>5}  {r.get('message', '')}"
-            )
-    return 0 if all(r["ok"] for r in rows) else 1
+    return EXIT_FAIL_UNDER if rejected or not tasks else EXIT_OK
 
 
 def cmd_init_workspace(args: argparse.Namespace) -> int:
@@ -232,61 +236,108 @@ def cmd_init_workspace(args: argparse.Namespace) -> int:
     return 0
 
 
+# One example per command, shown at the end of its --help (a module may set its own epilog).
+EXAMPLES = {
+    "validate": "atlas validate examples/demo.yaml   (exit 0 valid, 1 rows rejected / errors found, 2 unreadable)",
+    "init-workspace": "atlas init-workspace runs/ws",
+    "audit": "atlas audit examples/starter/tasks.yaml --data-dir runs/ws",
+    "diagnose": "atlas diagnose runs/demo",
+    "export-atlas": "atlas export-atlas runs/demo --out demo.csv",
+    "import-atlas": "atlas import-atlas results.csv --model gpt-4o --out runs/imported",
+    "judge-eval": "atlas judge-eval labels.jsonl --judge deterministic",
+    "report": "atlas report runs/demo",
+    "run-task": "atlas run-task --help (started by the operator inside a Job)",
+}
+
+
+def _add_examples(sub: Any) -> None:
+    for name, parser in sub.choices.items():
+        if parser.epilog is None and name in EXAMPLES:
+            parser.epilog = f"example: {EXAMPLES[name]}"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``atlas`` parser; of the command modules only ``command``'s is imported (its full
     parser), the others are listed by name and help."""
+    from atlasrun import __version__
     from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
 
-    parser = argparse.ArgumentParser(prog="atlas", description="Benchmark LLM agents' MCP tool use.")
+    parser = argparse.ArgumentParser(
+        prog="atlas",
+        description="Benchmark LLM agents' MCP tool use.",
+        epilog="example: atlas init-workspace runs/ws && atlas run examples/demo.yaml --data-dir runs/ws "
+        "--out runs/demo && atlas report runs/demo. Exit codes: README 'Exit codes'.",
+    )
+    parser.add_argument("--version", action="version", version=f"atlas (AtlasRun) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a benchmark on this machine")
-    run.add_argument("run_file")
-    run.add_argument("--tasks", help="task file (overrides spec.tasks)")
-    run.add_argument("--model", action="append", help="model to run (repeatable; 'replay' is built in)")
+    run = sub.add_parser(
+        "run",
+        help="run a benchmark on this machine",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: atlas run examples/demo.yaml --data-dir runs/ws --out runs/demo --limit 5\n\n"
+        "exit codes: 0 all done (and --fail-under met); 1 a pass rate below --fail-under;\n"
+        "  2 bad input or a failed pre-flight check; 3 some items errored after retries; 130 interrupted",
+    )
+    run.add_argument("run_file", metavar="RUN.yaml", help="the run file (kind: AtlasRun)")
+    run.add_argument("--tasks", metavar="FILE", help="task file (overrides spec.tasks)")
+    run.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME",
+        help="run only the run file's model NAME, or, if it has none by that name, the litellm model "
+        "NAME, e.g. openai/gpt-4o (repeatable; 'replay' is built in)",
+    )
     run.add_argument(
         "--api-base", help="OpenAI-compatible endpoint for --model (vLLM, Ollama, LiteLLM proxy)"
     )
-    run.add_argument("--api-key-env", help="env var holding the API key for --model")
-    run.add_argument("--max-concurrency", type=int, help="per-model concurrency")
+    run.add_argument("--api-key-env", metavar="VAR", help="env var holding the API key for --model")
+    run.add_argument("--max-concurrency", type=int, metavar="N", help="per-model concurrency")
     run.add_argument(
         "--judge", action="append", help="judge (repeatable; first is primary; 'deterministic' built in)"
     )
-    run.add_argument("--judge-api-base")
-    run.add_argument("--judge-api-key-env")
+    run.add_argument("--judge-api-base", help="OpenAI-compatible endpoint for --judge")
+    run.add_argument("--judge-api-key-env", metavar="VAR", help="env var holding the API key for --judge")
     run.add_argument("--data-dir", help="the data root the offline servers see (shown to the model as /data)")
     run.add_argument("--out", help="results directory (default: spec.output.dir or runs/NAME)")
-    run.add_argument("--parallelism", type=int)
-    run.add_argument("--repeats", type=int)
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--parallelism", type=int, metavar="N", help="items run at once")
+    run.add_argument("--repeats", type=int, metavar="N", help="runs of each (task, model)")
+    run.add_argument("--task", action="append", metavar="ID", help="run only task ID (repeatable)")
+    run.add_argument("--limit", type=int, metavar="N", help="run only the first N tasks")
+    run.add_argument(
+        "--fail-under",
+        metavar="RATE",
+        help="exit 1 when a model's pass rate is below RATE (0.8 or 80%%); with --model, that model's",
+    )
+    run.add_argument("--junit", metavar="FILE", help="also write a JUnit XML file (one testcase per item)")
+    run.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the checks before the run (key variables set, model names routable, one call each)",
+    )
+    run.add_argument(
+        "--force-new",
+        action="store_true",
+        help="OUT holds another run's results: move them aside (OUT.replaced-TIME) and start afresh",
+    )
+    run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     run.set_defaults(func=cmd_run)
 
     validate = sub.add_parser("validate", help="check a run file or task file")
-    validate.add_argument("file")
+    validate.add_argument(
+        "file", metavar="FILE", help="a run file (kind: AtlasRun, local or cluster) or a task file"
+    )
     validate.set_defaults(func=cmd_validate)
 
     init = sub.add_parser(
         "init-workspace", help="create the starter suite's sample workspace (the data root)"
     )
-    init.add_argument("dir")
+    init.add_argument("dir", metavar="DIR", help="where to create it (pass it as --data-dir)")
     init.set_defaults(func=cmd_init_workspace)
 
-    servers = sub.add_parser("servers", help="the MCP server catalog")
-    ssub = servers.add_subparsers(dest="servers_command", required=True)
-    install = ssub.add_parser("install", help="install the pinned server packages")
-    install.add_argument("names", nargs="*")
-    install.add_argument("--catalog")
-    install.set_defaults(func=cmd_servers_install)
-    check = ssub.add_parser("check", help="start each server and make one real call")
-    check.add_argument("names", nargs="*")
-    check.add_argument("--catalog")
-    check.add_argument("--data-dir")
-    check.add_argument("--timeout", type=float, default=60.0)
-    check.add_argument("--json", action="store_true")
-    check.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
-    check.set_defaults(func=cmd_servers_check)
     _register_command_modules(sub, command)
+    _add_examples(sub)
     return parser
 
 
@@ -332,6 +383,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     except AtlasError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `atlas ... | head`: the reader left; nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno() if sys.__stdout__ else 1)
+        return 0
     except KeyboardInterrupt:
         print("interrupted: finished results are kept; run the same command again to resume", file=sys.stderr)
         return 130

@@ -2,7 +2,8 @@
 
 Agents and LLM judges both go through ``complete()``: 429, 5xx, connection errors
 and timeouts are retried with exponential backoff that honours ``Retry-After``;
-anything else (bad request, auth) fails at once. litellm's and the OpenAI
+anything else fails at once, typed by ``provider_error_kind`` (auth, unknown model, bad
+request), including a missing key that litellm reports as a server error. litellm's and the OpenAI
 client's own retries are switched off so the policy lives in one place.
 """
 
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from atlasrun.errors import ErrorKind
 from atlasrun.redact import scrub
 
 MAX_RETRY_AFTER_S = 300.0
@@ -50,10 +52,39 @@ def retryable() -> tuple[type[BaseException], ...]:
 class ProviderError(RuntimeError):
     """The provider failed after all retries (or with a non-retryable error)."""
 
-    def __init__(self, message: str, retries: int, timed_out: bool = False) -> None:
+    def __init__(
+        self, message: str, retries: int, timed_out: bool = False, kind: ErrorKind = ErrorKind.PROVIDER
+    ) -> None:
         super().__init__(message)
         self.retries = retries
         self.timed_out = timed_out  # the last attempt hung past its timeout (an infrastructure fault)
+        self.kind = ErrorKind.PROVIDER_TIMEOUT if timed_out else kind
+
+
+# Phrases of errors that no retry can fix, whatever class or status litellm gives them (it reports
+# a missing key as an InternalServerError).
+_AUTH_PHRASES = (
+    "missing credentials",
+    "api_key client option must be set",
+    "api key not",
+    "invalid api key",
+    "incorrect api key",
+)
+_MODEL_PHRASES = ("llm provider not provided", "model not found", "does not exist")
+
+
+def provider_error_kind(exc: BaseException) -> ErrorKind | None:
+    """The kind of a provider error that must not be retried (auth, unknown model, bad request);
+    None for one worth retrying (429, 5xx, connection, timeout) or of unknown kind."""
+    status = getattr(exc, "status_code", None)
+    text = str(exc).lower()
+    if status in (401, 403) or any(p in text for p in _AUTH_PHRASES):
+        return ErrorKind.PROVIDER_AUTH
+    if status == 404 or any(p in text for p in _MODEL_PHRASES):
+        return ErrorKind.PROVIDER_MODEL
+    if status in (400, 422):
+        return ErrorKind.PROVIDER_REQUEST
+    return None
 
 
 @dataclass(frozen=True)
@@ -82,9 +113,10 @@ class Completion:
     message: dict[str, Any]
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float
+    cost_usd: float  # 0.0 when not priced
     elapsed_s: float
     retries: int
+    priced: bool = True  # False: litellm knows no price for this model (cost shown as n/a)
 
 
 def retry_after_s(exc: BaseException) -> float | None:
@@ -114,14 +146,18 @@ def backoff_s(attempt: int, base_s: float, exc: BaseException) -> float:
     return min(base_s * (2.0**attempt), 60.0) * (0.5 + random.random() / 2)
 
 
-def _cost(response: Any) -> float:
+def _cost(response: Any) -> float | None:
+    """The call's price in USD; None when litellm knows no price for the model (shown as n/a)."""
     hidden = getattr(response, "_hidden_params", None) or {}
+    cost: Any
     if "response_cost" in hidden:  # litellm already priced it (None: a model with no known price)
-        return float(hidden["response_cost"] or 0.0)
+        cost = hidden["response_cost"]
+        return None if cost is None else float(cost)
     try:
-        return float(_litellm().completion_cost(completion_response=response) or 0.0)
+        cost = _litellm().completion_cost(completion_response=response)
     except Exception:
-        return 0.0
+        return None
+    return float(cost or 0.0)
 
 
 async def complete(
@@ -149,6 +185,9 @@ async def complete(
                 **kwargs,
             )
         except retry_on as exc:
+            fatal = provider_error_kind(exc)
+            if fatal is not None:
+                raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt, kind=fatal) from exc
             if attempt >= retries:
                 raise ProviderError(
                     f"{type(exc).__name__} after {attempt} retries: {_short(exc)}",
@@ -159,8 +198,10 @@ async def complete(
             attempt += 1
             continue
         except Exception as exc:
-            raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt) from exc
+            kind = provider_error_kind(exc) or ErrorKind.PROVIDER
+            raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt, kind=kind) from exc
         elapsed = time.perf_counter() - started
+        cost = _cost(response)
         choice = response.choices[0].message
         message = choice.model_dump() if hasattr(choice, "model_dump") else dict(choice)
         usage = getattr(response, "usage", None)
@@ -168,7 +209,8 @@ async def complete(
             message=message,
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=_cost(response),
+            cost_usd=cost or 0.0,
+            priced=cost is not None,
             elapsed_s=elapsed,
             retries=attempt,
         )

@@ -78,7 +78,7 @@ class LiteLLMAgent:
                 )
             except ProviderError as exc:
                 waiting[0] = False
-                record.error, record.retries = str(exc), exc.retries
+                record.error, record.retries, record.error_kind = str(exc), exc.retries, exc.kind
                 transcript.stop_reason = "provider_timeout" if exc.timed_out else "provider_error"
                 transcript.notes.append(f"{PROVIDER_TIMEOUT_NOTE if exc.timed_out else PROVIDER_NOTE} {exc}")
                 return
@@ -88,7 +88,7 @@ class LiteLLMAgent:
                 completion.prompt_tokens,
                 completion.completion_tokens,
             )
-            record.cost_usd = completion.cost_usd
+            record.cost_usd, record.priced = completion.cost_usd, completion.priced
             transcript.turns += 1
             message = _assistant_message(completion.message)
             transcript.messages.append(message)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from atlasrun.errors import ErrorKind
 from atlasrun.servers.calls import CallErrorKind as CallErrorKind  # re-exported: part of the transcript
 from atlasrun.servers.calls import CallRecord as CallRecord
 
@@ -27,8 +28,10 @@ class ModelCallRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    priced: bool = True  # False: no known price for the model (its cost is unknown, not 0)
     retries: int = 0
     error: str | None = None
+    error_kind: ErrorKind | None = None  # set with ``error``: provider, provider_auth, ...
 
 
 class Transcript(BaseModel):
@@ -57,6 +60,16 @@ class Transcript(BaseModel):
     @property
     def cost_usd(self) -> float:
         return sum(m.cost_usd for m in self.model_calls)
+
+    @property
+    def cost_known(self) -> bool:
+        return all(m.priced for m in self.model_calls)
+
+    @property
+    def provider_error_kind(self) -> ErrorKind:
+        """The kind of the provider failure that stopped the agent (``provider`` if untyped)."""
+        kinds = [m.error_kind for m in self.model_calls if m.error_kind]
+        return kinds[-1] if kinds else ErrorKind.PROVIDER
 
     @property
     def model_s(self) -> float:

@@ -1,4 +1,4 @@
-"""Subcommands beyond ``run``/``validate``/``servers``/``init-workspace``: one module per command.
+"""Subcommands beyond ``run``/``validate``/``init-workspace``: one module per command.
 
 Each module defines ``register(subparsers)`` that adds its parser and sets ``func`` (taking the
 parsed args, returning an exit code). ``COMMANDS`` lists them by name so that ``atlas --help``
@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "judge-eval": ("judge_eval", "measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa"),
     "import-atlas": ("interop", "import results of the MCP-Atlas harness as a results dir"),
     "report": ("report", "write OUT/report.html: tables, charts and a per-task drill-down"),
+    "servers": ("servers", "the MCP server catalog"),
     "rescore": ("rescore", "judge a finished run's saved answers again (no agent reruns)"),
     "run-task": (
         "run_task",

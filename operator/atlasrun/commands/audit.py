@@ -258,7 +258,7 @@ def register(subparsers: Any) -> None:
         help="also write the tasks (native YAML) with the live outputs "
         "recorded: a baseline that later audits check for drift",
     )
-    parser.add_argument("--parallelism", type=int, default=8)
+    parser.add_argument("--parallelism", type=int, default=8, help="tasks replayed at once (default 8)")
     parser.add_argument("--json", action="store_true", help="print the audit as JSON")
     parser.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     parser.set_defaults(func=cmd_audit)

@@ -2,6 +2,8 @@
 
 OUT_A and OUT_B are results directories; pass the same directory twice to compare two of its
 models. Prints pass rates, the A - B deltas with paired-bootstrap 95% CIs, and McNemar's test.
+With ``--fail-on-regression`` it exits EXIT_REGRESSION when B is significantly worse than A
+(``regression``), for regression gates in CI.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from atlasrun.errors import InputError
+from atlasrun.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import PairedComparison, by_model, paired_comparison
 from atlasrun.scoring.store import ResultsDir
@@ -92,6 +94,20 @@ def _unpaired_lines(cmp: PairedComparison, label_a: str, label_b: str) -> list[s
     ]
 
 
+def regression(cmp: PairedComparison, alpha: float = 0.05) -> str | None:
+    """Why B is significantly worse than A on the paired tasks, or None: McNemar's p below
+    ``alpha`` with A better on more tasks, or a paired-bootstrap CI of A - B (pass rate or mean
+    coverage) entirely above 0."""
+    m, p, c = cmp.mcnemar, cmp.pass_rate_diff, cmp.coverage_diff
+    if m.p_value < alpha and m.b > m.c:
+        return f"McNemar p={m.p_value:.4g} < {alpha:g}: A better on {m.b} task(s), B on {m.c}"
+    if p.low > 0:
+        return f"pass rate A - B {_pp(p.point)} pp, 95% CI [{_pp(p.low)}, {_pp(p.high)}] above 0"
+    if c.low > 0:
+        return f"mean coverage A - B {c.point:+.3f}, 95% CI [{c.low:+.3f}, {c.high:+.3f}] above 0"
+    return None
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     if args.resamples < 1:
         raise InputError("must be at least 1", where="--resamples")
@@ -124,7 +140,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(format_comparison(cmp, f"{model_a}", f"{model_b}"))
-    return 0
+    if args.fail_on_regression:
+        worse = regression(cmp, args.alpha)
+        if worse:
+            print(f"regression: {model_b} is significantly worse than {model_a}: {worse}", file=sys.stderr)
+            return EXIT_REGRESSION
+    return EXIT_OK
 
 
 def register(subparsers: Any) -> None:
@@ -136,4 +157,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help=f"exit {EXIT_REGRESSION} when B is significantly worse than A (McNemar p < --alpha with A "
+        "better more often, or a paired 95%% CI of A - B above 0)",
+    )
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    parser.epilog = "example: atlas compare runs/baseline runs/candidate --fail-on-regression"
     parser.set_defaults(func=cmd_compare)

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from atlasrun import __version__
-from atlasrun.errors import InputError
+from atlasrun.errors import EXIT_ITEM_ERRORS, EXIT_OK, InputError
 from atlasrun.runner.engine import Engine, Item
 from atlasrun.runner.local import write_summary
 from atlasrun.runner.plan import Plan
@@ -121,7 +121,11 @@ async def _rescore(engine: Engine, source: ResultsDir, todo: list[TaskResult]) -
 
 
 def rescore(
-    source_dir: Path, judges: list[JudgeSpec], target: Path | None = None, threshold: float | None = None
+    source_dir: Path,
+    judges: list[JudgeSpec],
+    target: Path | None = None,
+    threshold: float | None = None,
+    check: bool = False,
 ) -> tuple[Path, dict[str, Any], int]:
     """Rescore ``source_dir`` into ``target``; returns (target, summary, records kept from a previous attempt)."""
     source = ResultsDir(source_dir)
@@ -138,6 +142,10 @@ def rescore(
         "pass_threshold": spec.spec.pass_threshold,
     }
     _check_target(target, record)
+    if check:  # every LLM judge answers before any record is judged
+        from atlasrun.runner.preflight import preflight
+
+        preflight(spec, models=False)
     target.mkdir(parents=True, exist_ok=True)
     engine = Engine(spec, Plan(catalog=load_catalog(), enabled_servers=[]), target, target / "data")
     store = engine.store
@@ -170,13 +178,19 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         for j in args.judge
     ]
     target, summary, kept = rescore(
-        Path(args.out_dir), judges, Path(args.out) if args.out else None, args.threshold
+        Path(args.out_dir),
+        judges,
+        Path(args.out) if args.out else None,
+        args.threshold,
+        check=not args.no_preflight,
     )
     if kept:
         print(f"resumed: {kept} record(s) kept from {target / 'results.jsonl'}", file=sys.stderr)
     print(format_table(summary))
     print(f"\nresults: {target / 'results.jsonl'}\nsummary: {target / 'summary.json'}")
-    return 0
+    # Errors copied from the source run (provider, server) were not this command's: only judge errors count.
+    judged_badly = any(row["errors_by_kind"].get(ErrorKind.JUDGE) for row in summary["models"].values())
+    return EXIT_ITEM_ERRORS if judged_badly else EXIT_OK
 
 
 def register(subparsers: Any) -> None:
@@ -190,8 +204,14 @@ def register(subparsers: Any) -> None:
         required=True,
         help="judge (repeatable; first is primary; 'deterministic' built in)",
     )
-    parser.add_argument("--judge-api-base")
-    parser.add_argument("--judge-api-key-env")
+    parser.add_argument("--judge-api-base", help="OpenAI-compatible endpoint for --judge")
+    parser.add_argument("--judge-api-key-env", metavar="VAR", help="env var holding the API key for --judge")
     parser.add_argument("--threshold", type=float, help="pass threshold (default: the source run's)")
     parser.add_argument("--out", help="new results directory (default: OUT-rescored-<judge>)")
+    parser.add_argument(
+        "--no-preflight", action="store_true", help="skip the check that every judge answers one call first"
+    )
+    parser.epilog = (
+        "example: atlas rescore runs/demo --judge openai/gpt-4o --judge-api-key-env OPENAI_API_KEY"
+    )
     parser.set_defaults(func=cmd_rescore)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from atlasrun.agent.replay import BUILTIN_AGENTS
 from atlasrun.diagnostics.aggregate import DiagnosisReport, aggregate, is_failing
 from atlasrun.diagnostics.model import Diagnosis
 from atlasrun.diagnostics.signals import (
@@ -26,6 +27,7 @@ from atlasrun.diagnostics.signals import (
 from atlasrun.diagnostics.store import SUMMARY_FILE, DiagnosesLog
 from atlasrun.diagnostics.taxonomy import UNCLASSIFIED
 from atlasrun.judge.base import JudgeInfo
+from atlasrun.reports.matrix import Comparison, MatrixRow, comparisons, task_matrix
 from atlasrun.runner.record import RUN_FILE, RunRecord, read_record
 from atlasrun.scoring.agreement import (
     JudgeAgreement,
@@ -80,6 +82,9 @@ class RunHeader:
     repeats: int = 1
     data_dir: str | None = None
     servers: list[str] = field(default_factory=list)
+    models: dict[str, str] = field(
+        default_factory=dict
+    )  # model name -> what it is (built-in agents labelled)
 
 
 @dataclass
@@ -150,6 +155,8 @@ class ReportData:
     agreement: list[JudgeAgreement]
     failures: FailureModes
     rows: list[DrillRow]
+    matrix: list[MatrixRow] = field(default_factory=list)  # tasks x models coverage
+    comparisons: list[Comparison] = field(default_factory=list)  # paired, with two or more models
 
 
 def clip(text: Any, limit: int) -> str:
@@ -206,6 +213,13 @@ def _header(out: Path, results: list[TaskResult]) -> RunHeader:
         repeats=max((r.repeat for r in results), default=0) + 1,
         data_dir=run.data_dir if run else None,
         servers=run.servers if run else [],
+        models={
+            str(m.get("name")): BUILTIN_AGENTS.get(
+                str(m.get("model") or m.get("name")), str(m.get("model") or m.get("name"))
+            )
+            for m in body.get("models") or []
+            if isinstance(m, dict)
+        },
     )
 
 
@@ -364,4 +378,6 @@ def build_data(out: Path) -> ReportData:
         agreement=claim_agreement(results) if several_judges else [],
         failures=FailureModes(source=source, threshold=fail_threshold, report=modes, failing=len(failing)),
         rows=rows,
+        matrix=task_matrix(results, order, header.threshold),
+        comparisons=comparisons(grouped, order) if len(order) > 1 else [],
     )

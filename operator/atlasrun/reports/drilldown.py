@@ -120,7 +120,7 @@ def _detail(row: DrillRow) -> str:
         f"stop: {esc(row.stop_reason or '-')}",
         f"turns: {r.turns}",
         f"tokens: {r.prompt_tokens + r.completion_tokens:,}",
-        f"cost: ${r.cost_usd:.4f}",
+        f"cost: ${r.cost_usd:.4f}" if r.cost_known else "cost: n/a (no known price)",
         f"servers: {esc(', '.join(r.servers) or '-')}",
     ]
     if r.reason:

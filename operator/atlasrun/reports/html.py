@@ -13,7 +13,7 @@ from typing import Any
 
 from atlasrun.diagnostics.aggregate import ModelModes
 from atlasrun.diagnostics.taxonomy import FAMILIES, UNCLASSIFIED, modes_of
-from atlasrun.reports import charts
+from atlasrun.reports import charts, matrix
 from atlasrun.reports.data import FailureModes, ModelRow, ReportData, build_data
 from atlasrun.reports.drilldown import attr, drilldown, esc
 from atlasrun.reports.page import CSS, SCRIPT
@@ -94,6 +94,7 @@ def _header(data: ReportData) -> str:
     ]
     if h.servers:
         facts.append(("servers", ", ".join(h.servers)))
+    facts += [(f"model {name}", what) for name, what in h.models.items() if what != name]
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
     return (
         f'<header><h1>AtlasRun report: {esc(h.name)}</h1><div class="head-grid"><dl>{dl}</dl>'
@@ -122,6 +123,12 @@ def _paired_note(models: list[ModelRow]) -> str:
     )
 
 
+def _cost(totals: dict[str, Any]) -> str:
+    """``$1.23``, or ``n/a`` when some call of the model had no known price."""
+    known = totals.get("cost_known", True)
+    return f"${totals['cost_usd']:.2f}" if known else '<span title="no known price for this model">n/a</span>'
+
+
 def _model_table(models: list[ModelRow]) -> str:
     rows = []
     for m in models:
@@ -143,7 +150,7 @@ def _model_table(models: list[ModelRow]) -> str:
             f'<td class="num">{pct(tm.execution_success)}{missing}</td>'
             f'<td class="num">{_num(tm.mean_calls)}</td>'
             f'<td class="num">{_secs(t["mean_wall_s"])}</td>'
-            f'<td class="num">{_compact(t["tokens"])}</td><td class="num">${t["cost_usd"]:.2f}</td></tr>'
+            f'<td class="num">{_compact(t["tokens"])}</td><td class="num">{_cost(t)}</td></tr>'
         )
     return (
         '<table class="data models"><thead><tr><th rowspan="2">model</th><th colspan="4">tasks</th>'
@@ -396,8 +403,11 @@ def render(data: ReportData) -> str:
             + (charts.latency_chart(points, colors) if points else '<p class="muted">nothing scored</p>'),
         ),
         ("coverage", "Coverage distribution", f'<div class="hists">{hists}</div>'),
+        ("matrix", "Task matrix", matrix.render_matrix(data.matrix, order)),
         ("breakdowns", "Breakdowns", _breakdowns(data, order)),
     ]
+    if data.comparisons:
+        sections.insert(1, ("paired", "Paired comparison", matrix.render_comparisons(data.comparisons)))
     if data.judge_rates:
         sections.append(("judges", "Cross-judge agreement", _cross_judge(data, [m.model for m in ranked])))
     if any(m.repeats for m in data.models):
@@ -408,8 +418,8 @@ def render(data: ReportData) -> str:
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>AtlasRun report: {esc(data.header.name)}</title><style>{CSS}</style></head><body>"
-        f"{_header(data)}<nav>{nav}</nav><main>{main}</main><script>{SCRIPT}</script></body></html>"
+        f"<title>AtlasRun report: {esc(data.header.name)}</title><style>{CSS}{matrix.CSS}</style></head><body>"
+        f"{_header(data)}<nav>{nav}</nav><main>{main}</main><script>{SCRIPT}{matrix.SORT_SCRIPT}</script></body></html>"
     )
 
 

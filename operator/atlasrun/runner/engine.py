@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atlasrun import naming
 from atlasrun.agent.base import Agent
 from atlasrun.agent.litellm_agent import PROVIDER_NOTE, PROVIDER_TIMEOUT_NOTE, LiteLLMAgent
-from atlasrun.agent.replay import ReplayAgent
+from atlasrun.agent.replay import BUILTIN_AGENTS, PartialReplayAgent, ReplayAgent
 from atlasrun.agent.transcript import Transcript
-from atlasrun.errors import StorageError
+from atlasrun.errors import StorageError, did_you_mean
 from atlasrun.judge.base import Judge
 from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.judge.llm import LLMJudge
@@ -50,6 +51,8 @@ NO_REFERENCE_ANSWER = "no reference answer to replay"
 def make_agent(model: ModelSpec) -> Agent:
     if model.litellm_model == REPLAY:
         return ReplayAgent()
+    if model.litellm_model == PartialReplayAgent.name:
+        return PartialReplayAgent()
     endpoint = Endpoint(
         model.litellm_model, model.api_base, model.api_key_env, tuple(sorted(model.params.items()))
     )
@@ -205,11 +208,11 @@ class Engine:
     ) -> TaskResult:
         if (
             self.replay_needs_answer
-            and item.model.litellm_model == REPLAY
+            and item.model.litellm_model in BUILTIN_AGENTS
             and not (item.task.reference_answer or "").strip()
         ):
             return self._base(
-                item, status="excluded", error_kind=ErrorKind.NO_REFERENCE_ANSWER, reason=NO_REFERENCE_ANSWER
+                item, status="excluded", error_kind=ErrorKind.NO_REFERENCE, reason=NO_REFERENCE_ANSWER
             )
         previous = item.previous
         if previous is not None and previous.error_kind in (ErrorKind.JUDGE, ErrorKind.UNJUDGED):
@@ -233,13 +236,15 @@ class Engine:
                 output_cap=limits.tool_output_chars,
                 reacquire=self.manager.reacquire,
             )
+            offered = [naming.qualify(n, t.name) for n, inst in instances.items() for t in inst.tools]
             drift = [c.name for c in item.task.reference_calls() if c.name in surface.missing]
             if drift:
                 return self._base(
                     item,
                     status="excluded",
                     error_kind=ErrorKind.SERVER_DRIFT,
-                    reason=f"server drift: reference tool(s) not offered: {', '.join(sorted(set(drift)))}",
+                    reason="server drift: reference tool(s) not offered: "
+                    + ", ".join(f"{t}{did_you_mean(t, offered)}" for t in sorted(set(drift))),
                 )
             async with model_slot, run_slot:
                 surface.started = time.perf_counter()
@@ -247,7 +252,8 @@ class Engine:
             transcript.tools = surface.openai_tools()
             if surface.missing:
                 transcript.notes.append(
-                    f"enabled tools not offered by the servers: {', '.join(surface.missing)}"
+                    "enabled tools not offered by the servers: "
+                    + ", ".join(f"{t}{did_you_mean(t, offered)}" for t in surface.missing)
                 )
             if dropped:
                 transcript.notes.append(
@@ -271,6 +277,7 @@ class Engine:
             "prompt_tokens": transcript.prompt_tokens,
             "completion_tokens": transcript.completion_tokens,
             "cost_usd": transcript.cost_usd,
+            "cost_known": transcript.cost_known,
             "infra_errors": transcript.infra_errors,
         }
         if transcript.infra_errors:
@@ -283,9 +290,8 @@ class Engine:
             )
         if transcript.stop_reason == "provider_error":
             note = next((n for n in transcript.notes if n.startswith(PROVIDER_NOTE)), PROVIDER_NOTE)
-            return self._base(
-                item, status="error", error_kind=ErrorKind.PROVIDER, reason=f"provider: {note}", **measured
-            )
+            kind = transcript.provider_error_kind
+            return self._base(item, status="error", error_kind=kind, reason=f"{kind}: {note}", **measured)
         if transcript.stop_reason == "provider_timeout":
             # An infrastructure fault, never a score: excluded from scoring and retried on resume.
             note = next(

@@ -12,9 +12,10 @@ from typing import Any
 from atlasrun import __version__
 from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.engine import Engine, default_data_dir
+from atlasrun.runner.fingerprint import check_resume, exclusive_lock, fingerprint, move_aside
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.progress import Progress
-from atlasrun.runner.record import RUN_FILE, RunRecord
+from atlasrun.runner.record import RUN_FILE, RunRecord, read_record
 from atlasrun.runspec.run import RunSpec, check_output_path
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
@@ -30,6 +31,7 @@ class RunOutcome:
     results: list[TaskResult]
     summary: dict[str, Any]
     skipped: int  # items already scored by an earlier attempt (resume)
+    moved_aside: Path | None = None  # --force-new: where the directory's earlier results went
 
 
 def output_dir(spec: RunSpec, out: str | None) -> Path:
@@ -44,11 +46,42 @@ def run_local(
     spec: RunSpec,
     out: Path,
     data_dir: Path | None = None,
-    progress: bool = True,
+    progress: bool | Progress = True,
     sandbox: Sandbox | None = None,
+    *,
+    plan: Plan | None = None,
+    force_new: bool = False,
 ) -> RunOutcome:
-    plan = plan_run(spec)
-    out.mkdir(parents=True, exist_ok=True)
+    """Run ``spec`` into ``out`` (resuming what it holds, when it holds the same run; ``force_new``
+    moves a different run's results aside), holding the directory's lock throughout."""
+    plan = plan or plan_run(spec)
+    moved = None
+    printed = fingerprint(spec)
+    if (out / RUN_FILE).exists():
+        record = read_record(out / RUN_FILE, RunRecord)
+        # Only scored verdicts can mix; errors and exclusions are redone or rewritten anyway.
+        has_results = any(r.status == "scored" for r in ResultsDir(out).load().values())
+        if force_new and has_results:
+            moved = move_aside(out)
+        else:
+            check_resume(out, spec, record.fingerprint if record else None, has_results)
+            if record and record.fingerprint:  # models that ran before and not now stay recorded
+                printed["models"] = {**record.fingerprint.get("models", {}), **printed["models"]}
+    with exclusive_lock(out):
+        outcome = _run_locked(spec, plan, out, data_dir, progress, sandbox, printed)
+    outcome.moved_aside = moved
+    return outcome
+
+
+def _run_locked(
+    spec: RunSpec,
+    plan: Plan,
+    out: Path,
+    data_dir: Path | None,
+    progress: bool | Progress,
+    sandbox: Sandbox | None,
+    printed: dict[str, Any],
+) -> RunOutcome:
     if data_dir is None:
         data_dir = spec.resolve(spec.spec.data_dir) if spec.spec.data_dir else default_data_dir(out)
     engine = Engine(spec, plan, out, data_dir.resolve(), sandbox=sandbox)
@@ -56,11 +89,12 @@ def run_local(
     store = engine.store
     finished = store.load()
     items = engine.items(finished)
-    store.write_record(RUN_FILE, _run_record(spec, plan, data_dir, engine))
+    store.write_record(RUN_FILE, _run_record(spec, plan, data_dir, engine, printed))
     for result in engine.excluded_results():
         if finished.get(result.key) != result:
             store.append(result)
-    bar = Progress(len(items), enabled=progress)
+    bar = progress if isinstance(progress, Progress) else Progress(len(items), enabled=progress)
+    bar.start(len(items))
     engine.on_result = bar.update
     asyncio.run(engine.run(items))
     keys = {
@@ -71,15 +105,18 @@ def run_local(
     }
     latest = store.load()
     results = [latest[k] for k in sorted(keys) if k in latest]
+    # summary.json covers the whole directory (one run, the fingerprint says), like the report:
+    # items an earlier invocation ran with other --task/--limit/--model filters count too.
+    names = [m.name for m in spec.spec.models]
+    names += sorted({k[0] for k in latest} - set(names))
     summary = write_summary(
         store,
         spec.metadata.name,
         [j.info for j in engine.judges],
         spec.spec.pass_threshold,
-        results=results,
-        models=[m.name for m in spec.spec.models],
+        results=[latest[k] for k in sorted(latest)],
+        models=names,
         rejected_rows=[str(r) for r in plan.rejected],
-        excluded_tasks=[ExcludedTask(task=e.task.id, reason=e.reason) for e in plan.excluded],
     )
     planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
     return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
@@ -135,7 +172,9 @@ def write_summary(
     return summary.model_dump(mode="json")
 
 
-def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> RunRecord:
+def _run_record(
+    spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine, printed: dict[str, Any]
+) -> RunRecord:
     return RunRecord(
         atlasrun_version=__version__,
         started=dt.datetime.now(dt.UTC).isoformat(),
@@ -147,14 +186,20 @@ def _run_record(spec: RunSpec, plan: Plan, data_dir: Path, engine: Engine) -> Ru
         excluded=[ExcludedTask(task=e.task.id, reason=e.reason) for e in plan.excluded],
         rejected=[str(r) for r in plan.rejected],
         hidden_tools=plan.dropped_tools,
+        fingerprint=printed,
     )
+
+
+def cost_text(row: dict[str, Any]) -> str:
+    """A model's cost as ``$1.23``, or ``n/a`` when some call had no known price."""
+    return f"${row['cost_usd']:.2f}" if row.get("cost_known", True) else "n/a"
 
 
 def format_table(summary: dict[str, Any]) -> str:
     header = (
         f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate (95% CI)':>18} "
         f"{'coverage (CI)':>18} "
-        f"{'excl':>4} {'err':>4} {'calls/task':>10}"
+        f"{'excl':>4} {'err':>4} {'calls/task':>10} {'tokens':>10} {'cost':>8}"
     )
     lines = [header, "-" * len(header)]
 
@@ -169,6 +214,19 @@ def format_table(summary: dict[str, Any]) -> str:
             f"{model:<28} {row['tasks']:>5} {row['scored']:>6} {row['passed']:>6} "
             f"{pct(row['pass_rate'], row.get('pass_rate_ci')):>18} "
             f"{pct(row['mean_coverage'], row.get('mean_coverage_ci')):>18} {row['excluded']:>4} "
-            f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10}"
+            f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10} {row['tokens']:>10,} "
+            f"{cost_text(row):>8}"
         )
     return "\n".join(lines)
+
+
+def banner(spec: RunSpec, plan: Plan, out: Path) -> str:
+    """The line ``atlas run`` prints before it starts: what runs, where results go, who judges."""
+    body = spec.spec
+    models, tasks, repeats = len(body.models), len(plan.tasks), body.repeats
+    excluded = f" ({len(plan.excluded)} excluded)" if plan.excluded else ""
+    return (
+        f"run {spec.metadata.name}: {tasks} task(s){excluded} x {models} model(s) "
+        f"({', '.join(m.name for m in body.models)}) x {repeats} repeat(s) = {tasks * models * repeats} item(s); "
+        f"judges: {', '.join(j.name for j in body.judges)}; parallelism {body.parallelism}; out: {out}"
+    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from atlasrun import naming
-from atlasrun.errors import InputError
+from atlasrun.errors import InputError, did_you_mean
 from atlasrun.runspec.run import RunSpec
 from atlasrun.servers.catalog import Catalog, load_catalog
 from atlasrun.servers.selection import enabled_servers, task_servers
@@ -30,6 +30,8 @@ class Plan:
     rejected: list[Rejection] = field(default_factory=list)
     # Distractor tools dropped because their server is not enabled, per task id.
     dropped_tools: dict[str, list[str]] = field(default_factory=dict)
+    # Ids asked for (spec.tasks.ids, --task) that match no loaded task, each with a "did you mean".
+    unknown_ids: list[str] = field(default_factory=list)
 
     def surface(self, task: Task) -> list[str]:
         """The tools ``task`` is offered in this run (its enabled tools minus dropped distractors)."""
@@ -86,6 +88,12 @@ def plan_run(spec: RunSpec) -> Plan:
     tasks = loaded.tasks
     if spec.spec.tasks.ids is not None:
         wanted = set(spec.spec.tasks.ids)
+        known = [t.id for t in tasks]
+        plan.unknown_ids = [
+            f"spec.tasks.ids: no task has id {i!r}{did_you_mean(i, known)}"
+            for i in spec.spec.tasks.ids
+            if i not in set(known)
+        ]
         tasks = [t for t in tasks if t.id in wanted]
     if spec.spec.tasks.limit is not None:
         tasks = tasks[: spec.spec.tasks.limit]
@@ -93,7 +101,8 @@ def plan_run(spec: RunSpec) -> Plan:
     for task in tasks:
         needs = task_servers(task, on)
         if needs.missing:
-            plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {', '.join(needs.missing)}"))
+            missing = ", ".join(f"{n}{'' if n in names else did_you_mean(n, names)}" for n in needs.missing)
+            plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {missing}"))
             continue
         if needs.hidden_tools:
             plan.dropped_tools[task.id] = needs.hidden_tools

@@ -45,6 +45,8 @@ class RunRecord(VersionedRecord):
     excluded: list[ExcludedTask] = Field(default_factory=list)
     rejected: list[str] = Field(default_factory=list)
     hidden_tools: dict[str, list[str]] = Field(default_factory=dict)
+    # What results depend on (runner.fingerprint): a resume with another fingerprint is refused.
+    fingerprint: dict[str, Any] | None = None
     rescore: RescoreInfo | None = None
     imported: ImportInfo | None = None
 

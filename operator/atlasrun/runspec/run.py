@@ -237,7 +237,7 @@ def load_run_spec(path: str | Path) -> RunSpec:
     try:
         spec = RunSpec.model_validate(raw)
     except ValidationError as exc:
-        raise InputError.from_validation(exc, where=str(source)) from exc
+        raise InputError.from_validation(exc, where=str(source), model=RunSpec) from exc
     spec.base_dir = source.resolve().parent
     spec.source_file = source
     return spec

@@ -2,42 +2,18 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from atlasrun.agent.transcript import Transcript
+from atlasrun.errors import ErrorKind as ErrorKind
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.scoring.claims import Judgement
 from atlasrun.scoring.records import VersionedRecord
 from atlasrun.tasks.model import Task
 
 Status = Literal["scored", "excluded", "error"]
-
-
-class ErrorKind(StrEnum):
-    """Why a result is ``error`` or ``excluded``: what metrics, summaries and reports count by.
-
-    ``reason`` is the human-readable detail; nothing parses it.
-    """
-
-    PROVIDER = "provider"  # the model's provider failed (after its retries)
-    PROVIDER_TIMEOUT = "provider_timeout"  # the provider did not answer in time
-    SERVER_START = "server_start"  # an MCP server did not start
-    SERVER_TRANSPORT = "server_transport"  # an MCP server crashed or its connection failed mid-task
-    TOOL_TIMEOUT = "tool_timeout"  # a tool call timed out as an infrastructure fault
-    JUDGE = "judge"  # the judge failed on some claims (the transcript is kept and rejudged)
-    UNJUDGED = "unjudged"  # imported without scores: rescore it
-    STORAGE = "storage"  # the result could not be stored
-    BUDGET = "budget"  # a run budget (cost, tokens) was spent
-    INPUT = "input"  # bad input: task, run file, catalog
-    SERVER_NOT_ENABLED = "server_not_enabled"  # excluded: the task needs servers the run does not enable
-    SERVER_DRIFT = "server_drift"  # excluded: the servers no longer offer a reference tool
-    NO_REFERENCE_ANSWER = "no_reference_answer"  # excluded: replay of a task without a reference answer
-    JOB_FAILED = "job_failed"  # cluster mode: the Job failed without a result
-    HARNESS = "harness"  # a bug in AtlasRun itself
-    OTHER = "other"
 
 
 # Version 1 records had only ``reason``; these prefixes were how kinds were told apart then.
@@ -82,6 +58,7 @@ class TaskResult(VersionedRecord):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    cost_known: bool = True  # False: some model call had no known price (cost_usd undercounts)
     domain: str | None = None
     category: str | None = None
     servers: list[str] = Field(default_factory=list)

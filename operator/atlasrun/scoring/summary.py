@@ -41,6 +41,7 @@ class ModelSummary(BaseModel):
     mean_wall_s: float | None = None
     tokens: int = 0
     cost_usd: float = 0.0
+    cost_known: bool = True  # False: some call had no known price: show cost as n/a
     pass_rate_ci: Interval | None = None  # 95% bootstrap (MCP-Atlas C.1); set in summary.json
     mean_coverage_ci: Interval | None = None
 
@@ -110,6 +111,7 @@ def summarize_models(
             mean_wall_s=_mean([r.wall_s for r in scored]),
             tokens=sum(r.prompt_tokens + r.completion_tokens for r in rows),
             cost_usd=sum(r.cost_usd for r in rows),
+            cost_known=all(r.cost_known for r in rows),
         )
     return out
 
