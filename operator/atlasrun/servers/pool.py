@@ -31,6 +31,7 @@ class FreshPool:
         self.max_warm = max_warm
         self._ready: asyncio.Queue[ServerInstance | BaseException] = asyncio.Queue()
         self._starting = 0
+        self._recycling = 0  # given back, being refreshed: will be ready soon
         self._waiting = 0
         self._out = 0  # checked out right now
         self.peak = 0  # most ever checked out at once: the warm target
@@ -50,7 +51,7 @@ class FreshPool:
         target = self._waiting + min(self.peak, self.max_warm)
         if self.reuse:  # idle instances come back: count the ones out, not just the ready ones
             target = max(self._waiting, min(self.peak, self.max_warm) - self._out)
-        for _ in range(target - self._ready.qsize() - self._starting):
+        for _ in range(target - self._ready.qsize() - self._starting - self._recycling):
             self._starting += 1
             self._spawn(self._start_one())
 
@@ -88,23 +89,24 @@ class FreshPool:
     def give_back(self, instance: ServerInstance) -> None:
         """The task is done with ``instance``: refresh it for reuse, or stop it."""
         self._out -= 1
-        self._spawn(self._recycle(instance))
+        reuse = self.reuse and instance.reusable and not self._closed
+        self._recycling += reuse
+        self._spawn(self._recycle(instance, reuse))
 
-    async def _recycle(self, instance: ServerInstance) -> None:
-        if not (self.reuse and instance.reusable and not self._closed):
-            await instance.stop()
-            self._fill()
-            return
-        try:
-            await instance.refresh_data()
-        except OSError:
-            await instance.stop()
-            self._fill()
-            return
-        if self._closed or self._ready.qsize() >= max(self.peak, 1):
-            await instance.stop()
-        else:
-            self._ready.put_nowait(instance)
+    async def _recycle(self, instance: ServerInstance, reuse: bool) -> None:
+        if reuse:
+            try:
+                await instance.refresh_data()
+                keep = not self._closed and self._ready.qsize() < max(self.peak, 1)
+            except OSError:
+                keep = False
+            finally:
+                self._recycling -= 1
+            if keep:
+                self._ready.put_nowait(instance)
+                return
+        await instance.stop()
+        self._fill()
 
     async def settle(self) -> None:
         """Wait until every start, refresh and stop under way has finished."""
