@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -40,11 +41,15 @@ def main() -> None:
         engine = make_engine(
             api_base, args.mode, args.concurrency, make_tasks(args.tasks), work / "out", make_data(work)
         )
-        count, mark = 0, time.perf_counter()
+        count, mark, failed = 0, time.perf_counter(), 0
 
-        def on_result(result: object) -> None:
-            nonlocal count, mark
+        def on_result(result: Any) -> None:
+            nonlocal count, mark, failed
             count += 1
+            if result.status != "scored" or not result.passed:
+                failed += 1
+                if failed <= 3:
+                    print(f"task {result.task_id} {result.status}: {result.reason}", flush=True)
             if count % args.block == 0:
                 now = time.perf_counter()
                 rss = rss_mb([os.getpid(), *descendants(os.getpid(), frozenset({provider.pid}))])
@@ -52,7 +57,7 @@ def main() -> None:
                 mark = now
                 load = Path("/proc/loadavg").read_text().split()[0]
                 print(
-                    f"{count:>7} done  {blocks[-1][0]:6.1f} tasks/s  RSS {rss:6.0f} MB  load {load}",
+                    f"{count:>7} done  {blocks[-1][0]:6.1f} tasks/s  RSS {rss:6.0f} MB  failed {failed}  load {load}",
                     flush=True,
                 )
 

@@ -110,6 +110,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--rss", action="store_true", help="also measure RSS ready")
+    parser.add_argument("--profile", type=Path, help="write a pyinstrument profile (text) of the run here")
     args = parser.parse_args()
     if args.mode == "respawn":
         os.environ["ATLAS_FRESH"] = "respawn"
@@ -123,9 +124,20 @@ def main() -> None:
     )
     cpu = TreeCpu()
     cpu.start()
+    profiler = None
+    if args.profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(async_mode="disabled")
+        profiler.start()
     started = time.perf_counter()
     done = asyncio.run(run(engine))
     wall = time.perf_counter() - started
+    if profiler is not None:
+        profiler.stop()
+        args.profile.write_text(
+            profiler.output_text(unicode=False, color=False, show_all=bool(os.environ.get("PROFILE_ALL")))
+        )
     used = cpu.stop()
     print(
         json.dumps(
