@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import resource
+import threading
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -53,29 +53,43 @@ def rss_mb(pids: list[int]) -> float:
 class TreeCpu:
     """CPU used by ``root`` and all its descendants between ``start()`` and ``stop()`` (ms).
 
-    Live processes by /proc deltas; processes that exited in between count through the
-    reaped-children rusage (when ``root`` is this process).
+    A thread samples the tree every ``interval_s``: a process that exits in between counts
+    with its last sample (at most one interval of its CPU is missed), so servers stopped
+    (or killed with their sandbox) during the measurement are counted too.
     """
 
-    def __init__(self, root: int | None = None, exclude: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, root: int | None = None, exclude: frozenset[int] = frozenset(), interval_s: float = 0.1
+    ) -> None:
         self.root = root or os.getpid()
         self.exclude = exclude
+        self.interval_s = interval_s
         self._before: dict[int, float] = {}
-        self._children = 0.0
+        self._seen: dict[int, float] = {}
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def _live(self) -> dict[int, float]:
+    def _sample(self) -> dict[int, float]:
         return {p: cpu_ms(p) for p in [self.root, *descendants(self.root, self.exclude)]}
 
-    def _reaped(self) -> float:
-        if self.root != os.getpid():
-            return 0.0
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return (usage.ru_utime + usage.ru_stime) * 1000
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval_s):
+            for pid, ms in self._sample().items():
+                if ms:
+                    self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
 
     def start(self) -> None:
-        self._before, self._children = self._live(), self._reaped()
+        self._before = self._sample()
+        self._seen = dict(self._before)
+        self._done.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
 
     def stop(self) -> float:
-        after = self._live()
-        live = sum(ms - self._before.get(pid, 0.0) for pid, ms in after.items())
-        return live + self._reaped() - self._children
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        for pid, ms in self._sample().items():
+            if ms:
+                self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+        return sum(ms - self._before.get(pid, 0.0) for pid, ms in self._seen.items())
