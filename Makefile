@@ -105,6 +105,7 @@ test: servers system-deps tools controlplane chart-tools
 bench: servers sandbox-deps controlplane chart-tools
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/harness.py
+	$(BIN)/python bench/versus.py
 	$(BIN)/python bench/operator_load.py
 
 # Seeded (same cases every time): 0 tracebacks, 0 hangs, every error naming file, row and field.

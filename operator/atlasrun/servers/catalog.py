@@ -68,6 +68,13 @@ class ServerSpec(BaseModel):
     stateful: bool = True
     # Give each instance a private copy of the data root (servers that write to it).
     isolate_data: bool = False
+    # How a stateful server gets fresh state per task (servers/pool.py):
+    # respawn (default): a new process per task, started when the task needs it;
+    # prestart: a new process per task, started ahead of need by a warm pool;
+    # reuse-with-fresh-data: one process serves one task at a time and gets a fresh copy of its
+    # data between tasks. Only for servers that keep no state outside their data directory,
+    # proven by a leak test (tests/test_isolation_reuse.py); needs isolate_data.
+    fresh: Literal["respawn", "prestart", "reuse-with-fresh-data"] = "respawn"
     package: Package | None = None
     # Secrets by env var name; values come from the environment (or a k8s Secret).
     secrets: list[str] = Field(default_factory=list)
@@ -94,6 +101,10 @@ class ServerSpec(BaseModel):
             raise ValueError(f"server {self.name!r}: transport stdio needs 'command'")
         if self.transport == "http" and not self.url:
             raise ValueError(f"server {self.name!r}: transport http needs 'url'")
+        if self.fresh == "reuse-with-fresh-data" and not (self.stateful and self.isolate_data):
+            raise ValueError(
+                f"server {self.name!r}: fresh 'reuse-with-fresh-data' needs stateful and isolate_data"
+            )
 
     def render(self, values: dict[str, str]) -> ServerSpec:
         """Return a copy with placeholders filled in (unknown ones are left as-is)."""

@@ -173,6 +173,31 @@ class ServerInstance:
             private.mkdir()
         return private
 
+    @property
+    def reusable(self) -> bool:
+        """Up, not due a restart, and on a private data copy (may serve another task after refresh)."""
+        return (
+            self._session is not None
+            and self._stale is None
+            and self._broken is None
+            and (self._data is not None and self._data != self._source_data)
+        )
+
+    async def refresh_data(self) -> None:
+        """Replace the private data copy's contents with a fresh copy (for the next task).
+
+        The directory itself stays (the sandbox binds it and the server holds its path);
+        scratch files other than the data copy and the stderr log are removed too.
+        """
+        await asyncio.to_thread(self._refill)
+
+    def _refill(self) -> None:
+        assert self._data is not None and self._data != self._source_data
+        _empty(self._data)
+        _empty(self._scratch, keep=(self._data.name, f"{self.name}.stderr.log"))
+        if self._source_data.exists():
+            shutil.copytree(self._source_data, self._data, symlinks=True, dirs_exist_ok=True)
+
     def _rendered(self, data_dir: Path) -> ServerSpec:
         values = {"data_dir": str(data_dir), "scratch_dir": str(self._scratch), "port": str(free_port())}
         if self.spec.package is not None:
@@ -332,3 +357,13 @@ class ServerInstance:
     async def stop(self) -> None:
         await self._halt()
         await asyncio.to_thread(shutil.rmtree, self._scratch, True)
+
+
+def _empty(directory: Path, keep: tuple[str, ...] = ()) -> None:
+    for entry in directory.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()

@@ -1,7 +1,10 @@
 """Gives each task the server instances it needs.
 
 Stateful servers (``stateful: true``: filesystem writes, memory, git, code
-runners) get a fresh process per task so no state leaks between tasks.
+runners) get fresh state per task so no state leaks between tasks: a new process
+(``fresh: respawn``, the default), one started ahead of need (``prestart``), or a
+process that keeps no state outside its data, given a fresh data copy between tasks
+(``reuse-with-fresh-data``); the last two through servers/pool.py.
 Stateless ones are pooled: one shared session per server for the whole run,
 restarted if it breaks. Every process runs confined by ``sandbox`` (servers/sandbox.py);
 a new manager first removes the scratch directories of runs that died (servers/scratch.py).
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from atlasrun.servers.catalog import Catalog
 from atlasrun.servers.instance import ServerInstance
+from atlasrun.servers.pool import FreshPool
 from atlasrun.servers.sandbox import Sandbox
 from atlasrun.servers.scratch import sweep_stale
 
@@ -41,6 +45,9 @@ class ServerManager:
         # spawns than cores only thrash, so start-ups queue here while tasks run.
         self._spawn_slots = asyncio.Semaphore(max(2, os.cpu_count() or 2))
         self._stopping: set[asyncio.Task[None]] = set()
+        self._fresh: dict[str, FreshPool] = {}
+        # ATLAS_FRESH=respawn turns the pools off (benchmarks compare the strategies).
+        self.fresh_override = os.environ.get("ATLAS_FRESH") or None
         sweep_stale()
 
     def preflight(self, names: list[str]) -> None:
@@ -61,6 +68,29 @@ class ServerManager:
         async with self._spawn_slots:
             return await self._new(name).start()
 
+    def _strategy(self, name: str) -> str:
+        spec = self.catalog.get(name)
+        if not spec.stateful:
+            return "shared"
+        if self.fresh_override == "respawn":
+            return "respawn"
+        return spec.fresh
+
+    def _fresh_pool(self, name: str) -> FreshPool:
+        pool = self._fresh.get(name)
+        if pool is None:
+            reuse = self._strategy(name) == "reuse-with-fresh-data"
+            pool = self._fresh[name] = FreshPool(lambda: self._start(name), reuse=reuse)
+        return pool
+
+    async def _fresh_instance(self, name: str) -> ServerInstance:
+        strategy = self._strategy(name)
+        if strategy == "shared":
+            return await self._pooled(name)
+        if strategy == "respawn":
+            return await self._start(name)
+        return await self._fresh_pool(name).take()
+
     async def reacquire(self, name: str) -> ServerInstance:
         """A working instance of a pooled server (restarting it if it broke)."""
         return await self._pooled(name)
@@ -80,7 +110,7 @@ class ServerManager:
         """Start (or reuse) every named server concurrently; on any failure stop what started."""
         specs = [self.catalog.get(n) for n in names]
         results = await asyncio.gather(
-            *(self._start(s.name) if s.stateful else self._pooled(s.name) for s in specs),
+            *(self._fresh_instance(s.name) for s in specs),
             return_exceptions=True,
         )
         instances = {s.name: r for s, r in zip(specs, results, strict=False) if isinstance(r, ServerInstance)}
@@ -97,11 +127,19 @@ class ServerManager:
         waits for it but ``close()``, so the next task's slot frees at once.
         """
         for instance in instances.values():
-            if instance.spec.stateful:
+            strategy = self._strategy(instance.name)
+            if strategy in ("prestart", "reuse-with-fresh-data"):
+                self._fresh_pool(instance.name).give_back(instance)
+            elif strategy == "respawn":
                 task = asyncio.create_task(instance.stop())
                 self._stopping.add(task)
                 task.add_done_callback(self._stopping.discard)
 
+    async def settle(self) -> None:
+        """Wait for background stops and data refreshes (tests: the next task sees the result)."""
+        await asyncio.gather(*list(self._stopping), *(p.settle() for p in self._fresh.values()))
+
     async def close(self) -> None:
         pooled, self._pool = list(self._pool.values()), {}
-        await asyncio.gather(*(i.stop() for i in pooled), *list(self._stopping))
+        fresh, self._fresh = list(self._fresh.values()), {}
+        await asyncio.gather(*(i.stop() for i in pooled), *(p.close() for p in fresh), *list(self._stopping))

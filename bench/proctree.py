@@ -1,0 +1,95 @@
+"""CPU time and resident memory of a process tree, from /proc (Linux), for the benchmarks."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # fields from 3 (state) on
+
+
+def descendants(root: int, exclude: frozenset[int] = frozenset()) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for child in children.get(pid, []):
+            if child not in exclude:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def cpu_ms(pid: int) -> float:
+    """utime + stime of one live process (ms), 0 if it is gone."""
+    fields = _stat(pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) * 1000 / _TICK
+
+
+def rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+class TreeCpu:
+    """CPU used by ``root`` and all its descendants between ``start()`` and ``stop()`` (ms).
+
+    A thread samples the tree every ``interval_s``: a process that exits in between counts
+    with its last sample (at most one interval of its CPU is missed), so servers stopped
+    (or killed with their sandbox) during the measurement are counted too.
+    """
+
+    def __init__(
+        self, root: int | None = None, exclude: frozenset[int] = frozenset(), interval_s: float = 0.1
+    ) -> None:
+        self.root = root or os.getpid()
+        self.exclude = exclude
+        self.interval_s = interval_s
+        self._before: dict[int, float] = {}
+        self._seen: dict[int, float] = {}
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> dict[int, float]:
+        return {p: cpu_ms(p) for p in [self.root, *descendants(self.root, self.exclude)]}
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval_s):
+            for pid, ms in self._sample().items():
+                if ms:
+                    self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+
+    def start(self) -> None:
+        self._before = self._sample()
+        self._seen = dict(self._before)
+        self._done.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> float:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        for pid, ms in self._sample().items():
+            if ms:
+                self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+        return sum(ms - self._before.get(pid, 0.0) for pid, ms in self._seen.items())

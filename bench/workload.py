@@ -1,0 +1,159 @@
+"""One AtlasRun repetition of the side-by-side workload, in its own process (``bench/versus.py``).
+
+Workload: one-tool-call tasks (the scripted model asks for one calculator call, then answers)
+whose tool surface spans the four servers MCP-Atlas is compared on (filesystem, memory, git,
+calculator), so each task connects to all four. Modes:
+
+- ``pooled``: every server shared by all tasks (what the peer does; no isolation);
+- ``fresh``: the catalog's default strategies (filesystem, memory, git fresh per task);
+- ``respawn``: every stateful server a new process per task (``ATLAS_FRESH=respawn``).
+
+Prints one JSON line: tasks/s, CPU per task of the whole process tree, RSS ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from proctree import TreeCpu, descendants, rss_mb
+
+SERVERS = ("calculator", "filesystem", "memory", "git")
+TOOLS = ["calculator_calculate", "filesystem_list_allowed_directories", "memory_read_graph", "git_git_status"]
+
+
+def make_tasks(n: int, prefix: str = "t") -> list:  # type: ignore[type-arg]
+    from atlasrun.tasks.model import RefCall, RefTurn, Task
+
+    return [
+        Task(
+            id=f"{prefix}-{i}",
+            prompt=f"What is 2+3? ({i})",
+            enabled_tools=TOOLS,
+            claims=["The result is 5"],
+            reference_answer="The result is 5.",
+            reference_trajectory=[
+                RefTurn(calls=[RefCall(name="calculator_calculate", arguments={"expression": "2+3"})])
+            ],
+        )
+        for i in range(n)
+    ]
+
+
+def make_engine(api_base: str, mode: str, concurrency: int, tasks: list, out: Path, data: Path):  # type: ignore[no-untyped-def,type-arg]
+    from atlasrun.runner.engine import Engine
+    from atlasrun.runner.plan import Plan
+    from atlasrun.runspec.run import RunSpec
+    from atlasrun.servers.catalog import load_catalog
+
+    catalog = load_catalog()
+    if mode == "pooled":
+        catalog = catalog.merged([catalog.get(s).model_copy(update={"stateful": False}) for s in SERVERS])
+    model = {"name": "instant", "model": "openai/instant", "apiBase": api_base, "maxConcurrency": concurrency}
+    spec = RunSpec.model_validate(
+        {
+            "metadata": {"name": "bench"},
+            "spec": {"tasks": {"path": "unused"}, "parallelism": concurrency, "models": [model]},
+        }
+    )
+    return Engine(spec, Plan(catalog=catalog, enabled_servers=list(SERVERS), tasks=tasks), out, data)
+
+
+async def run(engine) -> int:  # type: ignore[no-untyped-def]
+    results: list = []  # type: ignore[type-arg]
+    engine.on_result = results.append
+    await engine.run(engine.items({}))
+    bad = [r for r in results if r.status != "scored" or not r.passed]
+    if bad:
+        raise SystemExit(f"bench tasks did not pass: {bad[0].status} {bad[0].reason}")
+    return len(results)
+
+
+async def rss_ready(data: Path, exclude: frozenset[int]) -> float:
+    """Harness + the four servers up (shared), after a warm-up: the tree's resident MB."""
+    from atlasrun.servers.catalog import load_catalog
+    from atlasrun.servers.manager import ServerManager
+
+    catalog = load_catalog()
+    catalog = catalog.merged([catalog.get(s).model_copy(update={"stateful": False}) for s in SERVERS])
+    manager = ServerManager(catalog, data)
+    try:
+        await manager.acquire(list(SERVERS))
+        return rss_mb([os.getpid(), *descendants(os.getpid(), exclude)])
+    finally:
+        await manager.close()
+
+
+async def measured(engine, mode: str, profile: Path | None) -> tuple[int, float, float]:  # type: ignore[no-untyped-def]
+    """Run the engine; returns (tasks, wall s, tree CPU ms). Pooled: the shared servers are
+    started before the clock starts (as the peer's are); fresh: pool warm-up is counted."""
+    (engine.store.root / "logs").mkdir(parents=True, exist_ok=True)
+    if mode == "pooled":
+        engine.manager.release(await engine.manager.acquire(list(SERVERS)))
+    profiler = None
+    if profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(async_mode="disabled")
+        profiler.start()
+    cpu = TreeCpu()
+    cpu.start()
+    started = time.perf_counter()
+    done = await run(engine)
+    wall = time.perf_counter() - started
+    used = cpu.stop()
+    if profiler is not None:
+        profiler.stop()
+        all_frames = bool(os.environ.get("PROFILE_ALL"))
+        profile.write_text(profiler.output_text(unicode=False, color=False, show_all=all_frames))
+    return done, wall, used
+
+
+def make_data(root: Path) -> Path:
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "numbers.txt").write_text("12\n30\n")
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=data, env=env, check=True)
+    return data
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--api-base", required=True)
+    parser.add_argument("--mode", choices=["pooled", "fresh", "respawn"], default="pooled")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--rss", action="store_true", help="also measure RSS ready")
+    parser.add_argument("--profile", type=Path, help="write a pyinstrument profile (text) of the run here")
+    args = parser.parse_args()
+    if args.mode == "respawn":
+        os.environ["ATLAS_FRESH"] = "respawn"
+    data = make_data(args.work)
+    exclude = frozenset()
+    warm = make_engine(args.api_base, "pooled", 4, make_tasks(8, "warm"), args.work / "warm", data)
+    asyncio.run(run(warm))
+    ready = asyncio.run(rss_ready(data, exclude)) if args.rss else None
+    engine = make_engine(
+        args.api_base, args.mode, args.concurrency, make_tasks(args.tasks), args.work / "out", data
+    )
+    done, wall, used = asyncio.run(measured(engine, args.mode, args.profile))
+    print(
+        json.dumps(
+            {"tps": done / wall, "cpu_ms_per_task": used / done, "rss_ready_mb": ready, "wall_s": wall}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
