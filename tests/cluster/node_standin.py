@@ -150,9 +150,16 @@ class NodeStandIn:
             raise KeyError(f"secret {name} has no key {key}")
         return base64.b64decode(data[key]).decode()
 
-    def _env(self, container: dict[str, Any], mounts: dict[str, Path]) -> dict[str, str]:
+    def _env(
+        self, container: dict[str, Any], mounts: dict[str, Path], pod: dict[str, Any] | None = None
+    ) -> dict[str, str]:
         env: dict[str, str] = {}
         for item in container.get("env") or []:
+            field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+            if field.startswith(("metadata.annotations[", "metadata.labels[")) and pod is not None:
+                kind, _, key = field[len("metadata.") : -1].partition("[")  # e.g. the completion index
+                env[item["name"]] = str((pod["metadata"].get(kind) or {}).get(key.strip("'\""), ""))
+                continue
             if "value" in item:
                 value = str(item["value"])
                 for mount_path, local in mounts.items():
@@ -265,7 +272,7 @@ class NodeStandIn:
             termination = root / "termination-log"
             env = {
                 "PATH": os.environ["PATH"],
-                **self._env(runner, mounts),
+                **self._env(runner, mounts, pod),
                 **self.extra_env,
                 "ATLAS_SERVER_PORTS": json.dumps(ports),
                 "ATLAS_DATA_ROOT": str(data),

@@ -85,9 +85,10 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
 - apiGroups: ["atlasrun.dev"]
   resources: ["atlasruns/finalizers"]
   verbs: ["update"]
+# Indexed Jobs: created per chunk, patched (parallelism, suspend), deleted once counted.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["create", "get", "list", "watch", "delete"]
+  verbs: ["create", "get", "list", "watch", "patch", "delete"]
 # Termination messages of finished runner containers; never exec or logs.
 - apiGroups: [""]
   resources: ["pods"]
