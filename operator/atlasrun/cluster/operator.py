@@ -229,6 +229,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     except config.ConfigException:
         config.load_kube_config()
     settings.posting.enabled = False  # Events come from act.py only
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # not a line per watch event
     port = int(os.environ.get("ATLAS_METRICS_PORT", "8080"))
     if port:
         metrics.serve(port)
