@@ -53,6 +53,7 @@ class NodeStandIn:
         extra_env: dict[str, str] | None = None,
         instant: Callable[[dict[str, Any]], tuple[int, str]] | None = None,
         poll_s: float = 0.2,
+        pending_only: bool = False,
     ) -> None:
         """``instant``: don't run pods, finish each at once with (exit code, termination message)
         from this function (for benchmarking the operator without MCP servers or models)."""
@@ -62,6 +63,9 @@ class NodeStandIn:
         self.extra_env = extra_env or {}
         self.instant = instant
         self.poll_s = poll_s
+        # Only Pending pods are listed (a benchmark's thousands of finished pods would make every
+        # poll slow); deletions of bound, running pods are then not confirmed (instant pods never run).
+        self.params = {"fieldSelector": "status.phase=Pending"} if pending_only else {}
         self.catalog = load_catalog()
         self._proxy = install_dir(self.catalog.get("calculator-http")) / "bin" / "mcp-proxy"
         self._pool = ThreadPoolExecutor(max_pods, thread_name_prefix="standin-pod")
@@ -88,7 +92,11 @@ class NodeStandIn:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                pods = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods").json().get("items", [])
+                pods = (
+                    self.api.get(f"/api/v1/namespaces/{self.namespace}/pods", params=self.params)
+                    .json()
+                    .get("items", [])
+                )
                 for pod in pods:
                     uid = pod["metadata"]["uid"]
                     if pod["metadata"].get("deletionTimestamp"):
