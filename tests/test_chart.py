@@ -361,7 +361,7 @@ EXPECTED_RULES = {
     ("", "pods"): {"get", "list", "watch"},
     ("", "configmaps"): {"create", "get"},
     ("networking.k8s.io", "networkpolicies"): {"create", "get"},
-    ("", "events"): {"create", "patch"},
+    ("", "events"): {"create", "patch", "list"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 CILIUM_RULE = {("cilium.io", "ciliumnetworkpolicies"): {"create", "get"}}

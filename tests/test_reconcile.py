@@ -337,3 +337,37 @@ def test_status_stays_small_at_a_real_sweep() -> None:
     d = decide(snap(b, t, status))
     assert d.phase == "Succeeded" and d.status["progress"] == "30000/30000"
     assert len(json.dumps(d.status)) < 64 * 1024
+
+
+# ---------------------------------------------------------------- what observe reads from pods (pure helpers)
+
+
+def test_waiting_pods_name_their_reason() -> None:
+    from atlasrun.cluster.observe import _pod_problem
+
+    def pod(**status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "r-c0-0-abcde"}, "status": status}
+
+    unschedulable = pod(
+        conditions=[
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}
+        ]
+    )
+    assert _pod_problem(unschedulable) == ("Unschedulable", "pod r-c0-0-abcde cannot be scheduled: 0/3 nodes")
+    pulling = pod(
+        initContainerStatuses=[
+            {
+                "name": "mcp-git",
+                "image": "registry.example/mcp-git@sha256:00",
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+            }
+        ]
+    )
+    reason, message = _pod_problem(pulling) or ("", "")
+    assert reason == "ImagePullBackOff" and "mcp-git" in message and "registry.example/mcp-git" in message
+    assert (
+        _pod_problem(
+            pod(containerStatuses=[{"name": "runner", "state": {"waiting": {"reason": "ContainerCreating"}}}])
+        )
+        is None
+    )

@@ -105,9 +105,10 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
   resources: ["ciliumnetworkpolicies"]
   verbs: ["create", "get"]
 {{- end }}
+# Events: the run's own (create); the Job controller's FailedCreate (list: quota refusals).
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create", "patch", "list"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
