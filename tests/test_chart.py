@@ -1148,12 +1148,11 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
         assert good["status"]["phase"] == "Running", good["status"]["conditions"]
         assert blocked["status"]["phase"] == "Blocked", blocked["status"]
         jobs = wait_for(
-            lambda: (
-                len(items := api.get("/apis/batch/v1/namespaces/evals/jobs").json()["items"]) == 2 and items
-            ),
+            lambda: api.get("/apis/batch/v1/namespaces/evals/jobs").json()["items"],
             30,
-            "two Jobs (one task x two repeats)",
+            "the run's Indexed Job (one task x two repeats: two completion indexes)",
         )
+        assert len(jobs) == 1 and jobs[0]["spec"]["completions"] == 2
         assert {j["spec"]["template"]["spec"]["containers"][0]["image"] for j in jobs} == {
             f"ghcr.io/atlasrun/runner@{DIGEST}"
         }
@@ -1163,7 +1162,7 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
             == 200
         )
         assert good["status"]["progress"] == "0/2"
-        assert blocked["status"]["conditions"][0]["reason"] == "UnpinnedImage"
+        assert {c["type"]: c for c in blocked["status"]["conditions"]}["Blocked"]["reason"] == "UnpinnedImage"
         events = wait_for(
             lambda: (
                 {
