@@ -190,11 +190,12 @@ class Observer:
         health = self._check_health(namespace, name, jobs)
         return Snapshot(body=body, tasks=loaded.obs, jobs=tuple(jobs), health=health, **base), ctx
 
-    def forget(self, uid: str) -> None:
-        for key in [k for k in self._tasks if k[0] == uid]:
-            del self._tasks[key]
-        self._health_at.pop(uid, None)
-        self._health.pop(uid, None)
+    def forget(self, uid: str, key: str) -> None:
+        """Drop what is cached for a deleted run (``key``: namespace/name)."""
+        for cached in [k for k in self._tasks if k[0] == uid]:
+            del self._tasks[cached]
+        self._health_at.pop(key, None)
+        self._health.pop(key, None)
 
     # ------------------------------------------------------------------ tasks
 

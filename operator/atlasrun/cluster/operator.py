@@ -92,7 +92,9 @@ class Controller:
                 self.runs.pop(key, None)
                 self._generation.pop(key, None)
                 self._scheduled.pop(key, None)
-                self.observer.forget(str(meta.get("uid")))
+                self._last.pop(key, None)
+                self._after.pop(key, None)
+                self.observer.forget(str(meta.get("uid")), key)
                 return
             previous = self.runs.get(key)
             if (
