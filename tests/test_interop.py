@@ -387,3 +387,33 @@ def test_harness_errors_error_text_results_and_crashed_scoring(tmp_path: Path, t
     assert (t2.status, t2.coverage, t2.tool_errors) == ("scored", 1.0, 2)  # "Error:" text + isError part
     assert calls(t2)[0][4] is True and calls(t2)[0][3].startswith("Error: ENOENT")
     assert (got["t3"].status, got["t3"].reason) == ("error", NOT_JUDGED)
+
+
+def test_an_unreadable_results_line_is_rejected_by_line_and_the_rest_import(
+    tmp_path: Path, tasks_csv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results.jsonl"
+    lines = [
+        json.dumps(results_row("t1", "a")),
+        "[1, 2]",
+        '{"task_id": "t2", ',
+        json.dumps(results_row("t3", "c")),
+    ]
+    results.write_text("\n".join(lines) + "\n")
+    code = main(
+        [
+            "import-atlas",
+            str(results),
+            "--tasks",
+            str(tasks_csv),
+            "--model",
+            "m",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "rejected: results.jsonl line 2: field (row): line is not a JSON object (got list)" in err
+    assert "rejected: results.jsonl line 3: field (row): line is " in err
+    assert sorted(r.task_id for r in ResultsDir(tmp_path / "o").load().values()) == ["t1", "t3"]

@@ -154,6 +154,11 @@ def _scratch_data_root() -> Path:
     return root
 
 
+def _check_arguments(check: dict[str, object] | None) -> dict[str, Any]:
+    arguments = (check or {}).get("arguments")
+    return dict(arguments) if isinstance(arguments, dict) else {}
+
+
 async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
     import asyncio
     import shutil
@@ -184,9 +189,7 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row.update(ok=True, message="listed tools (no check call configured)")
                 return row
             began = time.perf_counter()
-            text, is_error = await instance.call(
-                tool, dict((spec.check or {}).get("arguments") or {}), args.timeout
-            )
+            text, is_error = await instance.call(tool, _check_arguments(spec.check), args.timeout)
             row["call_ms"] = round((time.perf_counter() - began) * 1000, 1)
             # The server answered at protocol level: it is up. A tool-level error (e.g. git_status on
             # a data root that is not a repository) is shown, not failed.

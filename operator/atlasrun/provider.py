@@ -95,7 +95,7 @@ def retry_after_s(exc: BaseException) -> float | None:
         headers = getattr(response, "headers", None)
     if not headers:
         return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
+    value: str | None = headers.get("retry-after") or headers.get("Retry-After")
     if value is None:
         return None
     try:
@@ -111,7 +111,7 @@ def backoff_s(attempt: int, base_s: float, exc: BaseException) -> float:
     hinted = retry_after_s(exc)
     if hinted is not None:
         return hinted
-    return min(base_s * (2**attempt), 60.0) * (0.5 + random.random() / 2)
+    return min(base_s * (2.0**attempt), 60.0) * (0.5 + random.random() / 2)
 
 
 def _cost(response: Any) -> float:

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from atlasrun.servers.calls import CallErrorKind, CallRecord  # noqa: F401 - part of the transcript
+from atlasrun.servers.calls import CallErrorKind as CallErrorKind  # re-exported: part of the transcript
+from atlasrun.servers.calls import CallRecord as CallRecord
 
 StopReason = Literal[
     "answered",  # the model gave a final answer

@@ -48,7 +48,7 @@ from atlasrun.judge.base import LABEL_SCORES, ClaimVerdict, JudgeInfo, Label
 from atlasrun.scoring.claims import REPORTED_THRESHOLDS, score_claims
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.tasks.fields import tool_text
-from atlasrun.tasks.loader import Rejection, read_rows
+from atlasrun.tasks.loader import Rejection, Unreadable, read_rows
 from atlasrun.tasks.model import Task
 
 NOT_JUDGED = "not yet judged"
@@ -285,6 +285,8 @@ def _row_result(
 def _by_id(path: Path) -> dict[str, list[dict[str, Any]]]:
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _, row in read_rows(path):
+        if isinstance(row, Unreadable):
+            continue
         task_id = _value(row, ID)[1]
         if task_id is not None:
             rows[str(task_id).strip()].append(row)
@@ -308,8 +310,8 @@ def import_results(
     for number, row in read_rows(path):
         where = f"{path.name} {label} {number}"
         try:
-            if "__error__" in row:
-                raise RowError("(row)", str(row["__error__"]))
+            if isinstance(row, Unreadable):
+                raise RowError(row.field, row.message)
             id_column, raw_id = _value(row, ID)
             if raw_id is None:
                 raise RowError(id_column, "no task id")

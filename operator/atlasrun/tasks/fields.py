@@ -189,12 +189,12 @@ def _openai_trajectory(value: Any) -> list[RefTurn]:
             text = msg.get("content") if isinstance(msg.get("content"), str) else ""
             turns.append(RefTurn(text=text or "", calls=calls))
         elif role == "tool":
-            call = by_id.get(str(msg.get("tool_call_id")))
-            if call is None:
+            answered = by_id.get(str(msg.get("tool_call_id")))
+            if answered is None:
                 raise FieldError(
                     f"message {i}: tool result for unknown tool_call_id {msg.get('tool_call_id')!r}"
                 )
-            call.output, call.is_error = tool_text(msg.get("content"))
+            answered.output, answered.is_error = tool_text(msg.get("content"))
         elif role in ("user", "system"):
             continue
         else:

@@ -127,6 +127,7 @@ class ScriptedProvider:
     @property
     def api_base(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server: (host, port)
         return f"http://{host}:{port}/v1"
 
     def __enter__(self) -> ScriptedProvider:
