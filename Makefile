@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane images demo test bench fuzz check check-lint check-types check-unit clean
+.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -106,7 +106,14 @@ bench: servers sandbox-deps controlplane chart-tools
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/harness.py
 	$(BIN)/python bench/versus.py
-	$(BIN)/python bench/operator_load.py
+	$(BIN)/python bench/operator_load.py --sweep 2x500x1
+
+# One AtlasRun of MODELSxTASKSxREPEATS items on the control plane, pods finished instantly by the
+# node stand-in: writes bench/out/operator.json and prints the figures beside their goals.
+# KCM_QPS: kube-controller-manager --kube-api-qps (default: its own default).
+SWEEP ?= 20x500x3
+bench-operator: venv controlplane chart-tools
+	$(BIN)/python bench/operator_load.py --sweep $(SWEEP) $(if $(KCM_QPS),--kcm-qps $(KCM_QPS))
 
 # Seeded (same cases every time): 0 tracebacks, 0 hangs, every error naming file, row and field.
 # The test suite runs 500 of the same cases (tests/test_fuzz.py).

@@ -249,6 +249,7 @@ def test_kube_version_floor(helm: Path) -> None:
 def test_variants_render_the_expected_objects(rendered: dict[str, list[dict[str, Any]]]) -> None:
     kinds = {v: sorted(d["kind"] for d in docs) for v, docs in rendered.items()}
     common = ["ConfigMap", "CustomResourceDefinition", "Deployment", "Service", "ServiceAccount"]
+    common += ["Role", "RoleBinding"]  # leader election's Lease (leaderElection.enabled, default true)
     operator_rbac = ["ClusterRole", "ClusterRoleBinding"]
     scanning_rbac = ["ClusterRole", "ClusterRoleBinding"]  # rbac.kopfScanning (default true)
     assert kinds["default"] == sorted(common + operator_rbac + scanning_rbac)
@@ -263,7 +264,9 @@ def test_variants_render_the_expected_objects(rendered: dict[str, list[dict[str,
         common + scanning_rbac + ["Role", "Role", "RoleBinding", "RoleBinding"]
     )
     namespaced = rendered["namespaced"]
-    assert sorted(r["metadata"]["namespace"] for r in of_kind(namespaced, "Role")) == ["evals-a", "evals-b"]
+    assert sorted(r["metadata"]["namespace"] for r in of_kind(namespaced, "Role")) == sorted(
+        ["evals-a", "evals-b", NAMESPACE]
+    )
     assert one(namespaced, "ClusterRole")["metadata"]["name"] == f"{FULLNAME}-kopf-scanning"
 
 
@@ -280,7 +283,8 @@ def test_deployment_is_locked_down_and_pinned(
     deployment = one(docs, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     c = container(docs)
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    # Two replicas, one leader (a Lease): rolling updates are safe.
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
     assert c["image"] == f"ghcr.io/atlasrun/operator@{DIGEST}"
     assert pod["automountServiceAccountToken"] is True
     assert pod["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
@@ -353,11 +357,11 @@ EXPECTED_RULES = {
     ("atlasrun.dev", "atlasruns"): {"get", "list", "watch", "patch"},
     ("atlasrun.dev", "atlasruns/status"): {"patch", "update"},
     ("atlasrun.dev", "atlasruns/finalizers"): {"update"},
-    ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
+    ("batch", "jobs"): {"create", "get", "list", "watch", "patch", "delete"},
     ("", "pods"): {"get", "list", "watch"},
     ("", "configmaps"): {"create", "get"},
     ("networking.k8s.io", "networkpolicies"): {"create", "get"},
-    ("", "events"): {"create", "patch"},
+    ("", "events"): {"create", "patch", "list"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 CILIUM_RULE = {("cilium.io", "ciliumnetworkpolicies"): {"create", "get"}}
@@ -399,7 +403,11 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], vari
                 )
             assert not set(rule["resources"]) & FORBIDDEN_RESOURCES, (role["metadata"], rule)
             assert not set(rule["verbs"]) & FORBIDDEN_VERBS, (role["metadata"], rule)
-    operator_roles = [r for r in roles if not r["metadata"]["name"].endswith("-kopf-scanning")]
+    operator_roles = [
+        r for r in roles if not r["metadata"]["name"].endswith(("-kopf-scanning", "-leader-election"))
+    ]
+    (lease,) = [r for r in roles if r["metadata"]["name"].endswith("-leader-election")]
+    assert grants(lease) == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
     expected = EXPECTED_RULES | (CILIUM_RULE if variant == "cilium" else {})
     for role in operator_roles:
         assert grants(role) == expected, role["metadata"]
@@ -437,6 +445,7 @@ _RESOURCES = {
     "job": "jobs",
     "network_policy": "networkpolicies",
     "event": "events",
+    "lease": "leases",
 }
 _VERBS = {
     "create": "create",
@@ -449,16 +458,27 @@ _VERBS = {
 
 
 def test_rbac_covers_every_api_call_of_the_operator(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    """The Kubernetes API calls in operator.py (beyond kopf's own, listed in EXPECTED_RULES) are granted."""
-    source = (ROOT / "operator" / "atlasrun" / "cluster" / "operator.py").read_text()
+    """The Kubernetes API calls of the operator (beyond kopf's own, listed in EXPECTED_RULES) are granted."""
+    cluster = ROOT / "operator" / "atlasrun" / "cluster"
+    source = "\n".join(
+        (cluster / f).read_text() for f in ("operator.py", "observe.py", "act.py", "leader.py")
+    )
     calls = _CALL.findall(source)
     assert calls, "no API calls found: has the operator's client usage changed?"
     (role,) = [r for r in of_kind(rendered["cilium"], "ClusterRole") if r["metadata"]["name"] == FULLNAME]
+    (lease,) = [
+        r for r in of_kind(rendered["cilium"], "Role") if r["metadata"]["name"].endswith("-leader-election")
+    ]
     granted = grants(role)
+    for key, verbs in grants(lease).items():
+        granted.setdefault(key, set()).update(verbs)
     by_resource: dict[str, set[str]] = {}
     for (_, resource), verbs in granted.items():
         by_resource.setdefault(resource, set()).update(verbs)
     for verb, kind in calls:
+        if kind == "custom_object" and verb == "patch":  # the run's status: act.py's only patch of a run
+            assert "patch" in by_resource.get("atlasruns/status", set())
+            continue
         if kind == "custom_object":
             resources = set(re.findall(r'"(\w+)", (?:ns|namespace), "(\w+)"', source))
             assert resources, "a custom-object call with an unexpected shape"
@@ -1128,12 +1148,11 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
         assert good["status"]["phase"] == "Running", good["status"]["conditions"]
         assert blocked["status"]["phase"] == "Blocked", blocked["status"]
         jobs = wait_for(
-            lambda: (
-                len(items := api.get("/apis/batch/v1/namespaces/evals/jobs").json()["items"]) == 2 and items
-            ),
+            lambda: api.get("/apis/batch/v1/namespaces/evals/jobs").json()["items"],
             30,
-            "two Jobs (one task x two repeats)",
+            "the run's Indexed Job (one task x two repeats: two completion indexes)",
         )
+        assert len(jobs) == 1 and jobs[0]["spec"]["completions"] == 2
         assert {j["spec"]["template"]["spec"]["containers"][0]["image"] for j in jobs} == {
             f"ghcr.io/atlasrun/runner@{DIGEST}"
         }
@@ -1143,7 +1162,7 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
             == 200
         )
         assert good["status"]["progress"] == "0/2"
-        assert blocked["status"]["conditions"][0]["reason"] == "UnpinnedImage"
+        assert {c["type"]: c for c in blocked["status"]["conditions"]}["Blocked"]["reason"] == "UnpinnedImage"
         events = wait_for(
             lambda: (
                 {

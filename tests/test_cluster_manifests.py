@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel
 
 from atlasrun.cluster import crd as crd_module
+from atlasrun.cluster.contract import EXIT_INPUT, TasksRef, WorkUnit
 from atlasrun.cluster.crd import RunStatus, build_crd, render_yaml
 from atlasrun.cluster.images import is_pinned, servers_used, unpinned_images
 from atlasrun.cluster.manifests import (
@@ -90,18 +91,36 @@ def make_body(**cluster: Any) -> RunSpecBody:
     )
 
 
+TASKS_SHA = "cd" * 32
+
+
+def make_unit(chunk: int = 3, items: int = 2, **tasks: Any) -> WorkUnit:
+    ref = TasksRef(sha256=TASKS_SHA, **(tasks or {"uri": f"s3://results/runs/tasks/{TASKS_SHA}"}))
+    return WorkUnit(
+        run="demo",
+        model="gpt-4o",
+        chunk=chunk,
+        items=[("sum-numbers", r) for r in range(items)],
+        tasks=ref,
+        results_uri="s3://results/runs/demo/",
+    )
+
+
 def make_job(
-    body: RunSpecBody | None = None, servers: list[ServerSpec] = SERVERS, **kw: Any
+    body: RunSpecBody | None = None,
+    servers: list[ServerSpec] = SERVERS,
+    unit: WorkUnit | None = None,
+    **kw: Any,
 ) -> dict[str, Any]:
     body = body or make_body()
     args: dict[str, Any] = {
         "runner_image": f"ghcr.io/atlasrun/runner@{DIGEST}",
         "spec_configmap": "atlasrun-demo",
-        "results_uri": "s3://results/runs/demo/",
         "s3_secret": "s3-creds",
         "s3_endpoint": "http://10.1.2.3:9000",
+        "parallelism": 2,
     } | kw
-    return render_job("demo", UID, "evals", body, body.models[0], "sum-numbers", 1, servers, **args)
+    return render_job("demo", UID, "evals", body, body.models[0], unit or make_unit(), servers, **args)
 
 
 def containers(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -118,25 +137,25 @@ def env_names(container: dict[str, Any]) -> list[str]:
 
 def test_job_name_is_deterministic_bounded_and_distinct() -> None:
     keys = [
-        ("demo", "gpt-4o", "sum-numbers", 0),
-        ("demo", "gpt-4o", "sum-numbers", 1),
-        ("demo", "gpt_4o", "sum-numbers", 0),
-        ("demo", "GPT-4o", "sum-numbers", 0),
-        ("demo", "gpt-4o", "sum.numbers", 0),
-        ("demo-gpt", "4o", "sum-numbers", 0),
-        ("demo", "gpt-4o-sum", "numbers", 0),
-        ("x" * 200, "m" * 200, "t" * 500, 99),
-        ("x" * 200, "m" * 200, "t" * 499 + "u", 99),
+        ("demo", UID, "gpt-4o", 0),
+        ("demo", UID, "gpt-4o", 1),
+        ("demo", UID, "gpt_4o", 0),
+        ("demo", UID, "GPT-4o", 0),
+        ("demo-gpt", UID, "4o", 0),
+        ("demo", "another-uid", "gpt-4o", 0),  # a recreated run never meets its predecessor's Jobs
+        ("x" * 200, UID, "m" * 200, 99999),
+        ("x" * 200, UID, "m" * 199 + "n", 99999),
         ("", "", "", 0),
-        ("run", "anthropic/claude", "ünïcode", 3),
+        ("run", UID, "anthropic/claude", 3),
     ]
     names = [job_name(*k) for k in keys]
     assert names == [job_name(*k) for k in keys]  # deterministic (an operator restart renders the same names)
     assert len(set(names)) == len(keys)  # keys that sanitize alike still differ by their hash
     for name in names:
-        assert len(name) <= 63 and DNS_LABEL.match(name), name
-    assert names[0].startswith("demo-gpt-4o-sum-numbers-r0-")
-    assert len({job_name("run", "model", f"task-{i}", r) for i in range(2000) for r in range(3)}) == 6000
+        # pod names add "-<index>-<5 random>": the Job name leaves room for a 5-digit index
+        assert len(name) <= 52 and DNS_LABEL.match(name), name
+    assert names[0].startswith("demo-gpt-4o-c0-")
+    assert len({job_name("run", UID, f"model-{i}", c) for i in range(200) for c in range(30)}) == 6000
 
 
 def test_label_values_are_valid_and_readable_when_possible() -> None:
@@ -191,13 +210,13 @@ def test_runner_env_follows_the_contract_and_only_it_sees_model_keys() -> None:
     env = {e["name"]: e for e in runner["env"]}
     values = {k: e.get("value") for k, e in env.items()}
     assert values["ATLAS_RUN_SPEC"] == "/etc/atlasrun/run.yaml"
-    assert values["ATLAS_TASKS"] == "/etc/atlasrun/tasks.yaml"
-    assert (values["ATLAS_TASK_ID"], values["ATLAS_MODEL"], values["ATLAS_REPEAT"]) == (
-        "sum-numbers",
-        "gpt-4o",
-        "1",
+    unit = WorkUnit.model_validate_json(values["ATLAS_WORK_UNIT"])
+    assert unit == make_unit() and unit.item(1) == ("sum-numbers", 1)
+    assert (
+        unit.tasks.uri == f"s3://results/runs/tasks/{TASKS_SHA}"
+        and unit.results_uri == "s3://results/runs/demo/"
     )
-    assert values["ATLAS_RESULTS_URI"] == "s3://results/runs/demo/"
+    assert "ATLAS_TASKS" not in values  # tasks travel by reference, never through etcd
     assert values["AWS_ENDPOINT_URL"] == "http://10.1.2.3:9000"
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "s3-creds"
     assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "openai", "key": "api-key"}
@@ -231,7 +250,7 @@ def test_data_volume_is_copied_into_each_pods_own_data_before_the_servers_start(
 def test_job_metadata_owner_policy_and_kueue() -> None:
     job = make_job(make_body(queueName="team-a", suspend=True, backoffLimit=3, ttlSecondsAfterFinished=60))
     meta, spec = job["metadata"], job["spec"]
-    assert meta["name"] == job_name("demo", "gpt-4o", "sum-numbers", 1) and meta["namespace"] == "evals"
+    assert meta["name"] == job_name("demo", UID, "gpt-4o", 3) and meta["namespace"] == "evals"
     assert meta["ownerReferences"] == [
         {
             "apiVersion": "atlasrun.dev/v1alpha1",
@@ -244,25 +263,45 @@ def test_job_metadata_owner_policy_and_kueue() -> None:
     ]
     assert meta["labels"][LABEL_QUEUE] == "team-a"
     assert meta["labels"]["app.kubernetes.io/name"] == "atlasrun" and meta["labels"][LABEL_RUN] == "demo"
-    assert (
-        meta["labels"]["atlasrun.dev/model"] == "gpt-4o"
-        and len(meta["labels"]["atlasrun.dev/task-hash"]) == 16
-    )
+    assert meta["labels"]["atlasrun.dev/model"] == "gpt-4o" and meta["labels"]["atlasrun.dev/chunk"] == "3"
     pod_labels = spec["template"]["metadata"]["labels"]
     assert pod_labels[LABEL_RUN] == "demo" and LABEL_QUEUE not in pod_labels
-    assert meta["annotations"]["atlasrun.dev/task-id"] == "sum-numbers"
-    assert spec["suspend"] is True and spec["backoffLimit"] == 3 and spec["ttlSecondsAfterFinished"] == 60
+    assert meta["annotations"]["atlasrun.dev/model"] == "gpt-4o"
+    assert spec["suspend"] is True and spec["ttlSecondsAfterFinished"] == 60
+    # One Indexed Job per chunk: each index one item, retried on its own, never stopping the others.
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == 2 and spec["parallelism"] == 2
+    assert spec["backoffLimitPerIndex"] == 3 and spec["maxFailedIndexes"] == 2 and "backoffLimit" not in spec
     rules = spec["podFailurePolicy"]["rules"]
     assert rules[0] == {
-        "action": "FailJob",
-        "onExitCodes": {"containerName": "runner", "operator": "In", "values": [2]},
+        "action": "FailIndex",
+        "onExitCodes": {"containerName": "runner", "operator": "In", "values": [EXIT_INPUT]},
     }
     assert rules[1]["action"] == "Ignore" and rules[1]["onPodConditions"][0]["type"] == "DisruptionTarget"
-    assert spec["activeDeadlineSeconds"] == (900 + 60 * 2 + 120) * 4
+    assert len(rules) == 2  # infrastructure exits (3, 4) and crashes count against backoffLimitPerIndex
+    pod = spec["template"]["spec"]
+    assert pod["activeDeadlineSeconds"] == 900 + 60 * 2 + 120 and "activeDeadlineSeconds" not in spec
     assert LABEL_QUEUE not in make_job()["metadata"]["labels"]
-    longer = make_job(task_limits=TaskLimits(task_timeout_s=3000))["spec"]["activeDeadlineSeconds"]
-    assert longer == (3000 + 60 * 2 + 120) * 3
-    assert make_job(make_body(activeDeadlineSeconds=77))["spec"]["activeDeadlineSeconds"] == 77
+    longer = make_job(task_limits=TaskLimits(task_timeout_s=3000))["spec"]["template"]["spec"]
+    assert longer["activeDeadlineSeconds"] == 3000 + 60 * 2 + 120
+    short = make_job(make_body(activeDeadlineSeconds=77))["spec"]["template"]["spec"]
+    assert short["activeDeadlineSeconds"] == 77
+    assert make_job(parallelism=9)["spec"]["parallelism"] == 2  # never more than the chunk's items
+
+
+def test_configmap_tasks_are_mounted_not_copied() -> None:
+    unit = make_unit(path="/etc/atlasrun-tasks/tasks.yaml", name="tasks.yaml")
+    pod = make_job(unit=unit, tasks_configmap=("starter-tasks", "tasks.yaml"))["spec"]["template"]["spec"]
+    assert {
+        "name": "tasks",
+        "configMap": {
+            "name": "starter-tasks",
+            "items": [{"key": "tasks.yaml", "path": "tasks.yaml"}],
+            "defaultMode": 0o444,
+        },
+    } in pod["volumes"]
+    assert {"name": "tasks", "mountPath": "/etc/atlasrun-tasks", "readOnly": True} in pod["containers"][0][
+        "volumeMounts"
+    ]
 
 
 def test_bad_servers_and_key_clashes_are_input_errors() -> None:
@@ -475,8 +514,9 @@ def test_crd_shape_and_printer_columns() -> None:
         "resultsURI",
         "conditions",
         "observedGeneration",
-        "results",
+        "tasks",
     } <= set(status["properties"])
+    assert "results" not in status["properties"]  # O(models): per-item outcomes live in object storage
     model_counts = status["properties"]["models"]["additionalProperties"]["properties"]
     assert {
         "pending",
@@ -704,8 +744,18 @@ def test_api_server_enforces_the_crd_and_accepts_the_manifests(control_plane: An
                 "progress": "1/4",
                 "passRates": "gpt-4o=1.00",
                 "resultsURI": "s3://b/demo/",
-                "models": {"gpt-4o": {"total": 4, "pending": 3, "scored": 1, "passed": 1, "passRate": 1.0}},
-                "results": {"demo-gpt-4o-x": {"s": "scored", "p": True, "c": 1.0}},
+                "models": {
+                    "gpt-4o": {
+                        "total": 4,
+                        "pending": 3,
+                        "scored": 1,
+                        "passed": 1,
+                        "passRate": 1.0,
+                        "coverageSum": 1.0,
+                        "chunksDone": "0",
+                    }
+                },
+                "tasks": {"sha256": "ab" * 32, "uri": "s3://b/tasks/" + "ab" * 32, "count": 4},
                 "conditions": [
                     {
                         "type": "Ready",
@@ -724,7 +774,8 @@ def test_api_server_enforces_the_crd_and_accepts_the_manifests(control_plane: An
             headers={"Content-Type": "application/merge-patch+json"},
         )
         assert r.status_code == 200, r.text
-        assert r.json()["status"]["results"] == patch["status"]["results"]
+        assert r.json()["status"]["tasks"] == patch["status"]["tasks"]
+        assert r.json()["status"]["models"]["gpt-4o"]["chunksDone"] == "0"
         assert r.json()["status"]["models"]["gpt-4o"]["passRate"] == 1.0
         table = cp.kubectl("get", "ar", "-n", ns).stdout
         assert re.search(r"NAME\s+PHASE\s+PROGRESS\s+PASS RATE\s+AGE", table), table
@@ -739,12 +790,10 @@ def test_api_server_enforces_the_crd_and_accepts_the_manifests(control_plane: An
             ns,
             body,
             body.models[0],
-            "sum-numbers",
-            0,
+            make_unit(),
             SERVERS,
             runner_image=f"ghcr.io/atlasrun/runner@{DIGEST}",
             spec_configmap="atlasrun-demo",
-            results_uri="s3://b/demo/",
             s3_secret="s3",
             s3_endpoint="http://10.1.2.3:9000",
         )

@@ -1,108 +1,373 @@
-"""The operator's reconcile decision (pure): windows, restarts, suspend, status."""
+"""The operator's decision (pure, no API types): plans, budgets, counting, conditions, quiet status."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
-from atlasrun.cluster.reconcile import JobState, decide, parse_summary, work_items
+import pytest
+
+from atlasrun.cluster.contract import TasksRef
+from atlasrun.cluster.reconcile import (
+    Decision,
+    JobObs,
+    PlannedTask,
+    Snapshot,
+    TasksObs,
+    budgets,
+    decide,
+    format_ranges,
+    parse_ranges,
+    plan_chunks,
+    record,
+)
 from atlasrun.runspec.run import RunSpecBody
-from atlasrun.tasks.model import RefCall, RefTurn, Task
+
+SHA = "ab" * 32
+PIN = TasksRef(sha256=SHA, uri=f"s3://results/e2e/tasks/{SHA}", name="tasks.yaml")
 
 
-def body(**cluster: object) -> RunSpecBody:
+def body(parallelism: int = 4, per_job: int = 2, repeats: int = 1, **extra: Any) -> RunSpecBody:
+    cluster = {"itemsPerJob": per_job, **extra.pop("cluster", {})}
     return RunSpecBody.model_validate(
         {
             "tasks": {"configMap": "tasks"},
-            "parallelism": 4,
+            "parallelism": parallelism,
+            "repeats": repeats,
             "models": [{"name": "a", "maxConcurrency": 3}, {"name": "b", "maxConcurrency": 1}],
             "cluster": cluster,
+            **extra,
         }
     )
 
 
-def tasks(n: int) -> list[Task]:
-    return [
-        Task(
-            id=f"t{i}",
-            prompt="p",
-            enabled_tools=["calculator_calculate"],
-            claims=["c"],
-            reference_trajectory=[RefTurn(calls=[RefCall(name="calculator_calculate")])],
+def tasks(n: int, servers: tuple[str, ...] = ("calculator",)) -> TasksObs:
+    return TasksObs(pin=PIN, runnable=tuple(PlannedTask(f"t{i}", servers) for i in range(n)))
+
+
+def snap(b: RunSpecBody, t: TasksObs, status: dict[str, Any] | None = None, **kw: Any) -> Snapshot:
+    return Snapshot(
+        name="r",
+        uid="u",
+        generation=1,
+        body=b,
+        status=status or {},
+        now=kw.pop("now", "2026-01-01T00:00:00Z"),
+        tasks=t,
+        results_uri="s3://results/e2e/r/",
+        **kw,
+    )
+
+
+def applied(status: dict[str, Any], d: Decision) -> dict[str, Any]:
+    """The status after act's merge patch."""
+    return {**status, **d.status_patch}
+
+
+def scored(passed: bool = True, coverage: float = 1.0) -> dict[str, Any]:
+    return {"status": "scored", "passed": passed, "coverage": coverage, "wall_s": 1.5}
+
+
+def job(model: str, chunk: int, size: int = 2, **kw: Any) -> JobObs:
+    return JobObs(
+        name=f"{model}-c{chunk}",
+        model=model,
+        chunk=chunk,
+        completions=size,
+        parallelism=kw.pop("parallelism", 1),
+        **kw,
+    )
+
+
+def finished(model: str, chunk: int, outcomes: dict[int, dict[str, Any]], size: int = 2) -> JobObs:
+    return job(
+        model,
+        chunk,
+        size,
+        finished=True,
+        completed=frozenset(i for i, o in outcomes.items() if o["s"] != "error"),
+        failed_indexes=frozenset(i for i, o in outcomes.items() if o["s"] == "error"),
+        outcomes=outcomes,
+    )
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+# ---------------------------------------------------------------- plan and budgets
+
+
+def test_plan_chunks_items_by_repeat_then_task_grouping_tasks_by_servers() -> None:
+    t = TasksObs(
+        pin=PIN,
+        runnable=(PlannedTask("x", ("git",)), PlannedTask("y", ("calculator",)), PlannedTask("z", ("git",))),
+    )
+    plan = plan_chunks(body(per_job=2, repeats=2), t.runnable)
+    a = plan["a"]
+    assert [c.items for c in a] == [(("y", 0), ("x", 0)), (("z", 0), ("y", 1)), (("x", 1), ("z", 1))]
+    assert [c.servers for c in a] == [("calculator", "git"), ("calculator", "git"), ("git",)]
+    assert plan["b"][0].items == a[0].items and plan == plan_chunks(body(per_job=2, repeats=2), t.runnable)
+
+
+def test_budgets_share_parallelism_round_robin_within_each_cap() -> None:
+    assert budgets(body(parallelism=4), {"a": 10, "b": 10}) == {"a": 3, "b": 1}
+    assert budgets(body(parallelism=2), {"a": 10, "b": 10}) == {"a": 1, "b": 1}
+    assert budgets(body(parallelism=8), {"a": 2, "b": 0}) == {"a": 2, "b": 0}
+
+
+def test_ranges_round_trip() -> None:
+    assert parse_ranges("0-3,5,7-8") == {0, 1, 2, 3, 5, 7, 8} and parse_ranges("") == set()
+    assert format_ranges({8, 0, 1, 2, 3, 5, 7}) == "0-3,5,7-8" and format_ranges([]) == ""
+
+
+# ---------------------------------------------------------------- the first pass and restarts
+
+
+def test_first_pass_pins_tasks_and_creates_chunks_within_budgets() -> None:
+    d = decide(snap(body(), tasks(6)))
+    widths = {(c.model, c.index): w for c, w in d.create}
+    assert widths == {("a", 0): 2, ("a", 1): 1, ("b", 0): 1}  # a: 3 pods, b: 1 pod
+    assert d.phase == "Running" and d.status["progress"] == "0/12"
+    assert d.status["tasks"]["sha256"] == SHA and d.status["tasks"]["count"] == 6
+    assert {e[1] for e in d.events} == {"Started", "TasksPinned"}
+    assert condition(d.status, "Progressing")["status"] == "True"
+    assert condition(d.status, "Ready")["status"] == "True"
+    again = decide(snap(body(), tasks(6)))  # a restarted operator: the same decision
+    assert [(c.model, c.index, w) for c, w in again.create] == [(c.model, c.index, w) for c, w in d.create]
+
+
+def test_live_jobs_are_not_created_again_and_spare_room_starts_the_next_chunk() -> None:
+    status = applied({}, decide(snap(body(), tasks(6))))
+    live = (job("a", 0, parallelism=2, active=2), job("a", 1, parallelism=1, active=1), job("b", 0, active=1))
+    d = decide(snap(body(), tasks(6), status, jobs=live))
+    assert d.create == [] and d.parallelism == {} and d.delete == []
+    # a's chunk 0 finished two items (not yet counted: the Job still runs its last...)
+    progressed = dataclasses.replace(live[0], completed=frozenset({0, 1}), active=0)
+    d = decide(snap(body(), tasks(6), status, jobs=(progressed, *live[1:])))
+    assert [(c.model, c.index, w) for c, w in d.create] == [("a", 2, 2)]
+    assert d.status["progress"] == "2/12"
+
+
+def test_finished_job_is_counted_once_then_deleted() -> None:
+    status = applied({}, decide(snap(body(), tasks(2), jobs=())))
+    done = finished("a", 0, {0: record(scored(), "a", False), 1: record(scored(False, 0.5), "a", False)})
+    d = decide(snap(body(), tasks(2), status, jobs=(done, job("b", 0, active=1))))
+    a = d.status["models"]["a"]
+    assert (a["scored"], a["passed"], a["failed"], a["passRate"], a["meanCoverage"]) == (2, 1, 1, 0.5, 0.75)
+    assert a["chunksDone"] == "0" and d.delete == ["a-c0"] and len(d.accounted) == 2
+    status = applied(status, d)
+    # The delete has not happened yet (or the operator restarted before it): never counted twice.
+    again = decide(snap(body(), tasks(2), status, jobs=(done, job("b", 0, active=1))))
+    assert again.status["models"]["a"]["scored"] == 2 and again.delete == ["a-c0"] and not again.accounted
+    assert "models" not in again.status_patch
+
+
+def test_an_index_without_outcome_is_an_error_never_a_score() -> None:
+    status = applied({}, decide(snap(body(), tasks(2))))
+    whole_job_failed = dataclasses.replace(
+        job("a", 0),
+        finished=True,
+        outcomes={0: record(scored(), "a", False)},
+        failure="DeadlineExceeded: too slow",
+    )
+    d = decide(snap(body(), tasks(2), status, jobs=(whole_job_failed,)))
+    a = d.status["models"]["a"]
+    assert (a["scored"], a["errored"]) == (1, 1)
+    assert any(r["k"] == "job_failed" and "DeadlineExceeded" in r["r"] for r in d.accounted)
+
+
+def test_a_chunk_whose_job_vanished_before_counting_is_created_again() -> None:
+    status = applied({}, decide(snap(body(parallelism=1), tasks(2))))
+    d = decide(snap(body(parallelism=1), tasks(2), status, jobs=()))  # TTL removed it: no record lost
+    assert [(c.model, c.index) for c, _ in d.create] == [("a", 0)]
+
+
+def test_unreadable_outcomes_wait_and_block_on_the_object_store() -> None:
+    status = applied({}, decide(snap(body(), tasks(2))))
+    stuck = dataclasses.replace(job("a", 0), finished=True, outcomes=None, outcomes_error="s3 down")
+    d = decide(snap(body(), tasks(2), status, jobs=(stuck,)))
+    assert d.status["models"]["a"]["scored"] == 0 and d.delete == [] and d.phase == "Blocked"
+    assert condition(d.status, "Blocked")["reason"] == "ObjectStoreUnavailable" and d.requeue_after == 30
+
+
+# ---------------------------------------------------------------- outcomes of the run
+
+
+def _all_done(b: RunSpecBody, outcome: dict[str, Any], n: int = 2) -> Decision:
+    status = applied({}, decide(snap(b, tasks(n))))
+    jobs = tuple(
+        finished(m, 0, {i: record(outcome, m, outcome["status"] == "error") for i in range(n)}, size=n)
+        for m in ("a", "b")
+    )
+    return decide(snap(b, tasks(n), status, jobs=jobs, now="2026-01-01T00:05:00Z"))
+
+
+def test_run_succeeds_when_every_item_is_counted() -> None:
+    d = _all_done(body(), scored())
+    assert d.phase == "Succeeded" and d.status["completionTime"] == "2026-01-01T00:05:00Z"
+    assert condition(d.status, "Complete")["status"] == "True"
+    assert condition(d.status, "Progressing")["status"] == "False"
+    assert ("Normal", "Completed") in [(e[0], e[1]) for e in d.events]
+    assert d.status["passRates"] == "a=1.00 b=1.00"
+
+
+def test_run_where_every_item_errored_fails() -> None:
+    d = _all_done(body(), {"status": "error", "error_kind": "provider", "reason": "429"})
+    assert d.phase == "Failed"
+    failed = condition(d.status, "Failed")
+    assert failed["status"] == "True" and failed["reason"] == "AllItemsErrored"
+    assert (
+        condition(d.status, "Complete")["status"] == "False"
+        and condition(d.status, "Ready")["status"] == "False"
+    )
+    assert ("Warning", "AllItemsErrored") in [(e[0], e[1]) for e in d.events]
+
+
+@pytest.mark.parametrize(("limit", "phase"), [(0.2, "Failed"), (0.5, "Succeeded"), (None, "Succeeded")])
+def test_error_rate_above_max_error_rate_fails(limit: float | None, phase: str) -> None:
+    b = body(maxErrorRate=limit) if limit is not None else body()
+    status = applied({}, decide(snap(b, tasks(3))))
+    outcomes = [scored(), scored(), {"status": "error", "error_kind": "infra"}]
+    jobs = []
+    for m in ("a", "b"):
+        for c in range(2):
+            items = {i: record(outcomes[(c * 2 + i) % 3], m, False) for i in range(2 if c == 0 else 1)}
+            jobs.append(finished(m, c, items, size=len(items)))
+    d = decide(snap(b, tasks(3), status, jobs=tuple(jobs)))
+    assert d.phase == phase, d.status["conditions"]
+    if phase == "Failed":
+        assert condition(d.status, "Failed")["reason"] == "ErrorRateExceeded"
+
+
+# ---------------------------------------------------------------- edits: suspend, parallelism
+
+
+def test_suspend_suspends_live_jobs_and_resume_resumes_them() -> None:
+    status = applied({}, decide(snap(body(), tasks(6))))
+    live = (job("a", 0, parallelism=2, active=2), job("b", 0, active=1))
+    d = decide(snap(body(cluster={"suspend": True}), tasks(6), status, jobs=live))
+    assert sorted(d.suspend) == ["a-c0", "b-c0"] and d.create == [] and d.phase == "Suspended"
+    paused = tuple(dataclasses.replace(j, suspended=True, active=0) for j in live)
+    d = decide(snap(body(), tasks(6), applied(status, d), jobs=paused))
+    assert sorted(d.resume) == ["a-c0", "b-c0"] and d.phase == "Running"
+
+
+def test_lower_parallelism_shrinks_live_jobs() -> None:
+    status = applied({}, decide(snap(body(), tasks(6))))
+    live = (job("a", 0, parallelism=2, active=2), job("a", 1, parallelism=1, active=1), job("b", 0, active=1))
+    d = decide(snap(body(parallelism=2), tasks(6), status, jobs=live))
+    assert d.parallelism == {"a-c1": 0, "a-c0": 1} and d.create == []
+
+
+# ---------------------------------------------------------------- blocked, conditions, quiet status
+
+
+def test_preconditions_block_with_a_condition_and_one_event() -> None:
+    problem = ("UnpinnedImage", "images must be pinned by digest: runner:latest")
+    d = decide(snap(body(), tasks(2), problems=(problem,)))
+    assert d.phase == "Blocked" and d.create == []
+    blocked = condition(d.status, "Blocked")
+    assert (blocked["status"], blocked["reason"]) == ("True", "UnpinnedImage")
+    assert condition(d.status, "Ready")["status"] == "False"
+    assert d.events == [("Warning", "UnpinnedImage", problem[1])]
+    again = decide(snap(body(), tasks(2), applied({}, d), problems=(problem,), now="2026-01-01T01:00:00Z"))
+    assert again.events == [] and again.status_patch == {}
+
+
+@pytest.mark.parametrize("reason", ["InvalidTasks", "ObjectStoreUnavailable"])
+def test_task_problems_block(reason: str) -> None:
+    d = decide(snap(body(), TasksObs(error=(reason, "details"))))
+    assert d.phase == "Blocked" and condition(d.status, "Blocked")["reason"] == reason and d.create == []
+
+
+def test_waiting_pods_block_then_clear_moving_transition_times_only_on_change() -> None:
+    status = applied({}, decide(snap(body(), tasks(6))))
+    live = (job("a", 0, parallelism=2, active=2), job("a", 1, active=1), job("b", 0, active=1))
+    held = ("Unschedulable", "pod a-c0-0 cannot be scheduled: 0/1 nodes are available")
+    d = decide(snap(body(), tasks(6), status, jobs=live, health=(held,), now="2026-01-01T00:01:00Z"))
+    assert d.phase == "Blocked" and d.requeue_after == 20
+    assert condition(d.status, "Blocked")["lastTransitionTime"] == "2026-01-01T00:01:00Z"
+    assert ("Warning", "Unschedulable") in [(e[0], e[1]) for e in d.events]
+    ready_since = condition(status, "Ready")["lastTransitionTime"]
+    status = applied(status, d)
+    d = decide(snap(body(), tasks(6), status, jobs=live, now="2026-01-01T00:02:00Z"))
+    assert d.phase == "Running" and condition(d.status, "Blocked")["status"] == "False"
+    assert condition(d.status, "Blocked")["lastTransitionTime"] == "2026-01-01T00:02:00Z"
+    assert condition(d.status, "Progressing")["lastTransitionTime"] == "2026-01-01T00:02:00Z"
+    assert condition(status, "Ready")["lastTransitionTime"] != ready_since  # Blocked made it False
+
+
+def test_idle_run_needs_no_write() -> None:
+    status = applied({}, decide(snap(body(), tasks(6))))
+    live = (
+        job("a", 0, parallelism=2, active=2, ready=2),
+        job("a", 1, active=1, ready=1),
+        job("b", 0, active=1, ready=1),
+    )
+    d = decide(snap(body(), tasks(6), status, jobs=live, now="2026-01-01T00:01:00Z"))
+    status = applied(status, d)
+    later = decide(snap(body(), tasks(6), status, jobs=live, now="2026-01-01T05:00:00Z"))
+    assert later.status_patch == {} and later.events == [] and later.create == [] and later.parallelism == {}
+    assert later.requeue_after == 300
+
+
+def test_status_stays_small_at_a_real_sweep() -> None:
+    """20 models x 500 tasks x 3 repeats, every chunk counted: O(models), not O(items)."""
+    b = RunSpecBody.model_validate(
+        {
+            "tasks": {"configMap": "tasks"},
+            "repeats": 3,
+            "models": [{"name": f"provider/model-{i:02d}-with-a-long-name"} for i in range(20)],
+        }
+    )
+    t = tasks(500)
+    status: dict[str, Any] = {}
+    for model in b.models:
+        chunks = plan_chunks(b, t.runnable)[model.name]
+        status.setdefault("models", {})[model.name] = {
+            "scored": 1500,
+            "passed": 700,
+            "errored": 0,
+            "excludedItems": 0,
+            "coverageSum": 1049.5,
+            "chunksDone": format_ranges(range(len(chunks))),
+        }
+    d = decide(snap(b, t, status))
+    assert d.phase == "Succeeded" and d.status["progress"] == "30000/30000"
+    assert len(json.dumps(d.status)) < 64 * 1024
+
+
+# ---------------------------------------------------------------- what observe reads from pods (pure helpers)
+
+
+def test_waiting_pods_name_their_reason() -> None:
+    from atlasrun.cluster.observe import _pod_problem
+
+    def pod(**status: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "r-c0-0-abcde"}, "status": status}
+
+    unschedulable = pod(
+        conditions=[
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}
+        ]
+    )
+    assert _pod_problem(unschedulable) == ("Unschedulable", "pod r-c0-0-abcde cannot be scheduled: 0/3 nodes")
+    pulling = pod(
+        initContainerStatuses=[
+            {
+                "name": "mcp-git",
+                "image": "registry.example/mcp-git@sha256:00",
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+            }
+        ]
+    )
+    reason, message = _pod_problem(pulling) or ("", "")
+    assert reason == "ImagePullBackOff" and "mcp-git" in message and "registry.example/mcp-git" in message
+    assert (
+        _pod_problem(
+            pod(containerStatuses=[{"name": "runner", "state": {"waiting": {"reason": "ContainerCreating"}}}])
         )
-        for i in range(n)
-    ]
-
-
-def summary(status: str = "scored", passed: bool = True, coverage: float = 1.0) -> dict[str, object]:
-    return {"status": status, "passed": passed, "coverage": coverage, "wall_s": 1.5, "reason": None}
-
-
-def test_first_window_respects_parallelism_and_per_model_limits() -> None:
-    decision = decide("r", body(), tasks(6), {}, [], {})
-    models = [i.model for i in decision.create]
-    assert len(models) == 4 and models.count("b") == 1 and models.count("a") == 3
-    assert decision.phase == "Running" and decision.status["progress"] == "0/12"
-    assert len({i.name for i in work_items("r", body(), tasks(6))}) == 12  # unique, deterministic names
-
-
-def test_restart_never_duplicates_and_records_finished_jobs() -> None:
-    first = decide("r", body(), tasks(6), {}, [], {})
-    jobs = [JobState(i.name, active=True, succeeded=False, failed=False) for i in first.create]
-    done = first.create[0]
-    jobs[0] = JobState(done.name, active=False, succeeded=True, failed=False, summary=summary())
-    # a "restarted operator": same observations, nothing remembered but status.results (empty here)
-    again = decide("r", body(), tasks(6), {}, jobs, {})
-    created_again = {i.name for i in again.create}
-    assert not created_again & {j.name for j in jobs}  # no Job is created twice
-    assert (
-        again.newly_recorded[done.name]["s"] == "scored"
-        and again.newly_recorded[done.name]["m"] == done.model
+        is None
     )
-    assert len(again.create) == 1  # exactly one slot freed
-    # the record survives the Job's TTL deletion: same decision without the Job
-    later = decide("r", body(), tasks(6), {}, jobs[1:], again.results)
-    assert done.name not in {i.name for i in later.create} and not later.newly_recorded
-
-
-def test_failed_job_without_message_is_an_error_never_a_score() -> None:
-    item = work_items("r", body(), tasks(1))[0]
-    failed = JobState(
-        item.name, active=False, succeeded=False, failed=True, failure_reason="BackoffLimitExceeded"
-    )
-    decision = decide("r", body(), tasks(1), {}, [failed], {})
-    record = decision.newly_recorded[item.name]
-    assert record["s"] == "error" and "BackoffLimitExceeded" in record["r"]
-    assert (
-        decision.status["models"]["a"]["errored"] == 1 and decision.status["models"]["a"]["passRate"] is None
-    )
-
-
-def test_status_counts_pass_rate_and_completion() -> None:
-    items = work_items("r", body(), tasks(2))
-    outcomes = [
-        summary(passed=True),
-        summary(passed=False, coverage=0.5),
-        summary(status="excluded"),
-        summary(status="error"),
-    ]
-    jobs = [JobState(i.name, False, True, False, summary=o) for i, o in zip(items, outcomes, strict=False)]
-    decision = decide("r", body(), tasks(2), {"t9": "needs server(s) not enabled: git"}, jobs, {})
-    a, b = decision.status["models"]["a"], decision.status["models"]["b"]
-    assert (a["scored"], a["passed"], a["passRate"], a["meanCoverage"]) == (1, 1, 1.0, 1.0)
-    assert (b["scored"], b["passed"], b["passRate"], b["meanCoverage"]) == (1, 0, 0.0, 0.5)
-    assert a["excluded"] == 2 and b["errored"] == 1  # t9 excluded for every model; one excluded item for a
-    assert decision.phase == "Succeeded" and decision.status["progress"] == "4/4"
-    assert decision.status["passRates"] == "a=1.00 b=0.00"
-
-
-def test_suspend_cancels_live_jobs_and_creates_nothing() -> None:
-    first = decide("r", body(), tasks(3), {}, [], {})
-    jobs = [JobState(i.name, True, False, False) for i in first.create]
-    decision = decide("r", body(suspend=True), tasks(3), {}, jobs, {})
-    assert decision.create == [] and sorted(decision.delete) == sorted(j.name for j in jobs)
-    assert decision.phase == "Suspended"
-
-
-def test_termination_message_parsing() -> None:
-    assert parse_summary(json.dumps(summary())) == summary()
-    assert parse_summary("panic: boom") is None and parse_summary(None) is None

@@ -3,6 +3,7 @@ streamable HTTP (mcp-proxy + the calculator), litellm's real HTTP path to a scri
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -23,6 +24,7 @@ from moto.server import (
     ThreadedMotoServer as PublicThreadedMotoServer,  # the documented import
 )
 
+from atlasrun.cluster.contract import TasksRef, WorkUnit
 from atlasrun.cluster.runtask import Inputs, compact, exit_code, stored_result
 from atlasrun.cluster.store import S3Results, StoreError, download, parse_s3_uri
 from atlasrun.errors import InputError
@@ -493,3 +495,81 @@ def test_write_only_credentials_still_run_the_item() -> None:
     assert "running the item" in warnings[0]
     with pytest.raises(StoreError):
         stored_result(Down(), inputs, warnings.append)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- Indexed Jobs: the work unit
+
+
+def unit_env(env: dict[str, str], tasks_key: str, digest: str, index: int) -> dict[str, str]:
+    """The pod env of an Indexed Job: the work unit names the pinned task document and the items."""
+    unit = WorkUnit(
+        run="calc-run",
+        model="solver",
+        chunk=0,
+        items=[("add-numbers", 1), ("add-numbers", 0)],
+        tasks=TasksRef(sha256=digest, uri=f"s3://{BUCKET}/{tasks_key}", name="tasks.yaml"),
+        results_uri=RESULTS_URI,
+    )
+    out = {
+        k: v
+        for k, v in env.items()
+        if k not in ("ATLAS_TASKS", "ATLAS_TASK_ID", "ATLAS_MODEL", "ATLAS_REPEAT")
+    }
+    return {**out, "ATLAS_WORK_UNIT": unit.to_env(), "JOB_COMPLETION_INDEX": str(index)}
+
+
+def test_indexed_pod_runs_its_item_from_the_pinned_task_document(
+    tmp_path: Path, s3: S3Server, sidecar: int
+) -> None:
+    with ScriptedProvider(solver) as provider:
+        env = pod_env(tmp_path, s3, provider, sidecar)
+        data = Path(env["ATLAS_TASKS"]).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        key = f"bench/tasks/{digest}"
+        s3.client().put_object(Bucket=BUCKET, Key=key, Body=data)
+        proc = run_task(unit_env(env, key, digest, index=1))  # index 1: repeat 0
+        assert proc.returncode == 0, proc.stderr
+        assert termination(env)["repeat"] == 0 and termination(env)["status"] == "scored"
+        assert OBJECT_KEY in stored_keys(s3)
+
+        # The document changed under the run: bad input, never a silently different task.
+        s3.client().put_object(Bucket=BUCKET, Key=key, Body=data + b"\n# edited\n")
+        proc = run_task(unit_env(env, key, digest, index=0))
+        assert proc.returncode == 2 and "sha256" in termination(env)["reason"]
+        proc = run_task(unit_env(env, key, digest, index=2))
+        assert proc.returncode == 2 and "outside 0..1" in termination(env)["reason"]
+
+
+def test_pull_turns_stored_results_into_a_results_directory(tmp_path: Path, s3: S3Server) -> None:
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": AWS_SECRET, "AWS_REGION": "us-east-1"}
+    store = S3Results(RESULTS_URI, s3.endpoint, env=env)
+    results = [
+        TaskResult(
+            task_id=f"t{i}", model=m, repeat=0, status="scored", passed=bool(i % 2), coverage=0.5 * (i % 3)
+        )
+        for i in range(4)
+        for m in ("a", "b")
+    ]
+    for result in results:
+        store.put_result(result)
+    from atlasrun.cluster.pull import pull
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        pulled = pull(RESULTS_URI, tmp_path / "out", endpoint_url=s3.endpoint)
+        with pytest.raises(InputError, match="give s3://bucket/prefix/ or atlasrun/NAME"):
+            pull("runs/x", tmp_path / "other")
+        with pytest.raises(InputError, match="no task results"):
+            pull(f"s3://{BUCKET}/empty/", tmp_path / "other", endpoint_url=s3.endpoint)
+    assert pulled.results == 8 and pulled.models == ["a", "b"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["models"]["a"]["scored"] == 4 and summary["models"]["a"]["passed"] == 2
+    report = subprocess.run(
+        [sys.executable, "-m", "atlasrun.cli", "report", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "out" / "report.html").exists()

@@ -53,6 +53,7 @@ class NodeStandIn:
         extra_env: dict[str, str] | None = None,
         instant: Callable[[dict[str, Any]], tuple[int, str]] | None = None,
         poll_s: float = 0.2,
+        pending_only: bool = False,
     ) -> None:
         """``instant``: don't run pods, finish each at once with (exit code, termination message)
         from this function (for benchmarking the operator without MCP servers or models)."""
@@ -62,6 +63,9 @@ class NodeStandIn:
         self.extra_env = extra_env or {}
         self.instant = instant
         self.poll_s = poll_s
+        # Only Pending pods are listed (a benchmark's thousands of finished pods would make every
+        # poll slow); deletions of bound, running pods are then not confirmed (instant pods never run).
+        self.params = {"fieldSelector": "status.phase=Pending"} if pending_only else {}
         self.catalog = load_catalog()
         self._proxy = install_dir(self.catalog.get("calculator-http")) / "bin" / "mcp-proxy"
         self._pool = ThreadPoolExecutor(max_pods, thread_name_prefix="standin-pod")
@@ -88,7 +92,11 @@ class NodeStandIn:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                pods = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods").json().get("items", [])
+                pods = (
+                    self.api.get(f"/api/v1/namespaces/{self.namespace}/pods", params=self.params)
+                    .json()
+                    .get("items", [])
+                )
                 for pod in pods:
                     uid = pod["metadata"]["uid"]
                     if pod["metadata"].get("deletionTimestamp"):
@@ -150,9 +158,16 @@ class NodeStandIn:
             raise KeyError(f"secret {name} has no key {key}")
         return base64.b64decode(data[key]).decode()
 
-    def _env(self, container: dict[str, Any], mounts: dict[str, Path]) -> dict[str, str]:
+    def _env(
+        self, container: dict[str, Any], mounts: dict[str, Path], pod: dict[str, Any] | None = None
+    ) -> dict[str, str]:
         env: dict[str, str] = {}
         for item in container.get("env") or []:
+            field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+            if field.startswith(("metadata.annotations[", "metadata.labels[")) and pod is not None:
+                kind, _, key = field[len("metadata.") : -1].partition("[")  # e.g. the completion index
+                env[item["name"]] = str((pod["metadata"].get(kind) or {}).get(key.strip("'\""), ""))
+                continue
             if "value" in item:
                 value = str(item["value"])
                 for mount_path, local in mounts.items():
@@ -265,7 +280,7 @@ class NodeStandIn:
             termination = root / "termination-log"
             env = {
                 "PATH": os.environ["PATH"],
-                **self._env(runner, mounts),
+                **self._env(runner, mounts, pod),
                 **self.extra_env,
                 "ATLAS_SERVER_PORTS": json.dumps(ports),
                 "ATLAS_DATA_ROOT": str(data),

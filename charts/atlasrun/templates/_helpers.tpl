@@ -85,9 +85,10 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
 - apiGroups: ["atlasrun.dev"]
   resources: ["atlasruns/finalizers"]
   verbs: ["update"]
+# Indexed Jobs: created per chunk, patched (parallelism, suspend), deleted once counted.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["create", "get", "list", "watch", "delete"]
+  verbs: ["create", "get", "list", "watch", "patch", "delete"]
 # Termination messages of finished runner containers; never exec or logs.
 - apiGroups: [""]
   resources: ["pods"]
@@ -104,9 +105,10 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
   resources: ["ciliumnetworkpolicies"]
   verbs: ["create", "get"]
 {{- end }}
+# Events: the run's own (create); the Job controller's FailedCreate (list: quota refusals).
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create", "patch", "list"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -53,10 +53,34 @@ def _given(field: str) -> str:
     return f"(has(self.{field}) && self.{field} != '' ? 1 : 0)"
 
 
+# The fields that define the work: immutable once the run exists (parallelism, suspend, limits and
+# the rest stay editable). CEL transition rules: the API server refuses the edit, naming the field.
+IMMUTABLE = ("tasks", "models", "judges", "repeats", "servers")
+
+
+def _immutable(path: str) -> dict[str, Any]:
+    new, old = f"self.{path}", f"oldSelf.{path}"
+    return {
+        "rule": f"has({new}) == has({old}) && (!has({new}) || {new} == {old})",
+        "message": f"spec.{path} is immutable once the run exists (it defines the work); create a new run",
+    }
+
+
+def _immutable_chunking() -> dict[str, Any]:
+    def value(root: str) -> str:
+        return f"(has({root}.cluster) && has({root}.cluster.itemsPerJob) ? {root}.cluster.itemsPerJob : 100)"
+
+    return {
+        "rule": f"{value('self')} == {value('oldSelf')}",
+        "message": "spec.cluster.itemsPerJob is immutable once the run exists (it defines the Jobs)",
+    }
+
+
 # What the structural schema adds to pydantic's: CEL rules for the Python validators, and the
 # bounds above. Keyed by model class name (the object itself, e.g. "TasksSource") or by class
 # and property alias ("RunSpecBody.models"); bounds pydantic already declares are kept.
 _OVERLAY: dict[str, dict[str, Any]] = {
+    "RunSpecBody": {"x-kubernetes-validations": [*(_immutable(f) for f in IMMUTABLE), _immutable_chunking()]},
     "TasksSource": {
         "x-kubernetes-validations": [
             {
@@ -126,6 +150,22 @@ class ModelStatus(_Status):
     errored: int = Field(default=0, ge=0)
     pass_rate: float | None = Field(default=None, ge=0, le=1)
     mean_coverage: float | None = Field(default=None, ge=0, le=1)
+    coverage_sum: float = Field(default=0, ge=0, description="sum of the scored items' coverage")
+    excluded_items: int = Field(default=0, ge=0, description="items the runner reported excluded")
+    chunks_done: str = Field(
+        default="", description="chunks (Indexed Jobs) already counted, as ranges, e.g. 0-4,7"
+    )
+
+
+class TasksStatus(_Status):
+    """The task document the run pinned: content-addressed, read once."""
+
+    sha256: str = ""
+    uri: str | None = Field(default=None, description="s3://<bucket>/<prefix>/tasks/<sha256>")
+    path: str | None = Field(default=None, description="the pods' mounted copy (ConfigMap source)")
+    name: str = ""
+    count: int = Field(default=0, ge=0, description="runnable tasks")
+    excluded: int = Field(default=0, ge=0, description="excluded or rejected tasks")
 
 
 class ExcludedTask(_Status):
@@ -147,10 +187,10 @@ class RunStatus(_Status):
         default="", description='per-model pass rates for display, e.g. "gpt-4o=0.82 claude=0.79"'
     )
     results_uri: str | None = Field(default=None, alias="resultsURI")
-    results: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="the recorded outcome of each finished work item, by Job name"
+    tasks: TasksStatus | None = None
+    excluded_tasks: list[ExcludedTask] = Field(
+        default_factory=list, description="the first excluded tasks with the reason (count: tasks.excluded)"
     )
-    excluded_tasks: list[ExcludedTask] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = Field(default=None, ge=0)
     start_time: datetime | None = None

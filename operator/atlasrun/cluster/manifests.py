@@ -1,10 +1,14 @@
 """Pure functions rendering the Kubernetes objects of a run (see ``atlasrun.cluster``).
 
-One Job per (model, task, repeat), named deterministically by ``job_name``, and one
-network policy per run (``render_network_policy``). Conventions the other pieces rely on:
+One Indexed Job per (model, chunk of ``cluster.itemsPerJob`` items), named deterministically by
+``job_name``, and one network policy per run (``render_network_policy``). Conventions the other
+pieces rely on:
 
-- The run's ConfigMap (``spec_configmap``) holds ``run.yaml`` (the run file) and
-  ``tasks.yaml`` (the tasks); it is mounted read-only at ``/etc/atlasrun`` in the runner.
+- The run's ConfigMap (``spec_configmap``) holds ``run.yaml`` (the run file, no tasks); it is
+  mounted read-only at ``/etc/atlasrun`` in the runner. The tasks travel by reference: the
+  ``WorkUnit`` in ``ATLAS_WORK_UNIT`` names the pinned task document (``s3://.../tasks/<sha256>``,
+  or the user's own ConfigMap, mounted at ``/etc/atlasrun-tasks``, when there is no object
+  storage) and maps the completion index to the item.
 - Each task server is a native sidecar (an initContainer with ``restartPolicy: Always``)
   named ``mcp-<server>``. Its image's entrypoint serves the server over streamable HTTP at
   ``/mcp`` on ``$ATLAS_SERVER_PORT`` (``ServerSpec.port``); the runner reaches it at
@@ -12,11 +16,14 @@ network policy per run (``render_network_policy``). Conventions the other pieces
   sends to the pod IP, so the bridge must listen on all interfaces (the policy denies ingress).
   Placeholders in the server's env are filled in: ``{port}``, ``{data_dir}`` (the run's
   ``dataMount``, a per-pod emptyDir shared with the runner) and ``{scratch_dir}`` (``/tmp``).
+  A chunk's pods carry the sidecars of every server its items need.
 - A server's ``secrets`` (env var names) come from the Secret ``atlasrun-server-<server>``
   (key = env var name), in that server's container only. The model's (and LLM judges')
   API keys come from ``apiKeySecret`` into the runner's env only.
-- The runner exits with code 2 for bad input: the Job then fails at once (podFailurePolicy);
-  pod disruptions (eviction, preemption) do not count against ``backoffLimit``.
+- podFailurePolicy: the runner's exit 2 (bad input) fails that index at once (FailIndex);
+  pod disruptions (eviction, preemption) are ignored; infrastructure exits (3, 4) and crashes
+  count against ``backoffLimitPerIndex`` (``cluster.backoffLimit``). ``maxFailedIndexes`` is the
+  chunk's size, so one bad item never stops the others.
 - Network policies cannot name hosts: the vanilla policy lists declared hostnames in the
   ``atlasrun.dev/egress-hosts`` annotation and allows only declared CIDRs; the Cilium policy
   allows the hostnames through ``toFQDNs``.
@@ -34,31 +41,35 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import urlsplit
 
+from atlasrun.cluster.contract import (
+    ANNOTATION_MODEL,
+    APP,
+    ENV_WORK_UNIT,
+    EXIT_INPUT,
+    LABEL_APP,
+    LABEL_CHUNK,
+    LABEL_MODEL,
+    LABEL_QUEUE,
+    LABEL_RUN,
+    RUNNER,
+    WorkUnit,
+)
 from atlasrun.cluster.crd import KIND
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, RunSpecBody
 from atlasrun.servers.catalog import Egress, ServerSpec
 from atlasrun.tasks.model import TaskLimits
 
-LABEL_APP = "app.kubernetes.io/name"
-LABEL_RUN = "atlasrun.dev/run"
-LABEL_MODEL = "atlasrun.dev/model"
-LABEL_TASK_HASH = "atlasrun.dev/task-hash"
-LABEL_REPEAT = "atlasrun.dev/repeat"
-LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
-ANNOTATION_MODEL = "atlasrun.dev/model"
-ANNOTATION_TASK_ID = "atlasrun.dev/task-id"
 ANNOTATION_EGRESS_HOSTS = "atlasrun.dev/egress-hosts"
 ANNOTATION_EGRESS_NOTE = "atlasrun.dev/egress-note"
 
 SPEC_DIR = "/etc/atlasrun"
 RUN_FILE = "run.yaml"
-TASKS_FILE = "tasks.yaml"
-RUNNER = "runner"
+TASKS_DIR = "/etc/atlasrun-tasks"
 SIDECAR_PREFIX = "mcp-"
 DATA_SOURCE = "data-source"
 DATA_SOURCE_PATH = "/data-source"
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = EXIT_INPUT
 UID = 65532
 DEADLINE_MARGIN_S = 120
 DEFAULT_EGRESS_PORTS = (443,)
@@ -81,13 +92,15 @@ def _digest(*parts: object, length: int = 12) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:length]
 
 
-def job_name(run: str, model: str, task_id: str, repeat: int) -> str:
-    """``<run>-<model>-<task>-r<repeat>`` as a DNS-1123 label (<= 63 characters), readable
-    prefix truncated as needed, ending in 12 hex digits of sha256 over the exact key."""
-    digest = _digest(run, model, task_id, repeat)
-    readable = re.sub(r"[^a-z0-9]+", "-", f"{run}-{model}-{task_id}-r{repeat}".lower()).strip("-")
-    readable = readable[: 63 - len(digest) - 1].rstrip("-")
-    return f"{readable}-{digest}" if readable else digest
+def job_name(run: str, run_uid: str, model: str, chunk: int) -> str:
+    """``<run>-<model>-c<chunk>`` as a DNS-1123 label (<= 63 characters; with the completion
+    index suffix pod names stay valid), readable prefix truncated as needed, ending in 10 hex
+    digits of sha256 over the exact key, the run's UID included (a recreated run never meets its
+    predecessor's Jobs)."""
+    digest = _digest(run, run_uid, model, chunk, length=10)
+    readable = re.sub(r"[^a-z0-9]+", "-", f"{run}-{model}-c{chunk}".lower()).strip("-")
+    readable = readable[: 52 - len(digest) - 1].rstrip("-")
+    return f"{readable}-{digest}" if readable else f"j{digest}"
 
 
 def label_value(text: str) -> str:
@@ -119,16 +132,11 @@ def owner_reference(run_name: str, run_uid: str) -> dict[str, Any]:
 
 
 def run_labels(run_name: str) -> dict[str, str]:
-    return {LABEL_APP: "atlasrun", LABEL_RUN: label_value(run_name)}
+    return {LABEL_APP: APP, LABEL_RUN: label_value(run_name)}
 
 
-def work_labels(run_name: str, model: str, task_id: str, repeat: int) -> dict[str, str]:
-    return {
-        **run_labels(run_name),
-        LABEL_MODEL: label_value(model),
-        LABEL_TASK_HASH: _digest(task_id, length=16),
-        LABEL_REPEAT: str(repeat),
-    }
+def work_labels(run_name: str, model: str, chunk: int) -> dict[str, str]:
+    return {**run_labels(run_name), LABEL_MODEL: label_value(model), LABEL_CHUNK: str(chunk)}
 
 
 def server_secret_name(server: str) -> str:
@@ -248,11 +256,12 @@ def _seed_data(body: RunSpecBody, runner_image: str, data_mount: dict[str, Any])
 
 
 def _deadline(body: RunSpecBody, limits: Limits, n_servers: int) -> int:
-    """``activeDeadlineSeconds``: the task's timeout plus server start-up, per attempt, plus a margin."""
+    """The pod's ``activeDeadlineSeconds`` (one attempt of one item): the task's timeout plus
+    server start-up plus a margin; a pod past it fails and its index is retried."""
     if body.cluster.active_deadline_seconds:
         return body.cluster.active_deadline_seconds
     attempt = limits.task_timeout_s + limits.server_start_timeout_s * max(1, n_servers)
-    return math.ceil(attempt + DEADLINE_MARGIN_S) * (body.cluster.backoff_limit + 1)
+    return math.ceil(attempt + DEADLINE_MARGIN_S)
 
 
 def render_job(
@@ -261,33 +270,31 @@ def render_job(
     namespace: str,
     body: RunSpecBody,
     model: ModelSpec,
-    task_id: str,
-    repeat: int,
+    unit: WorkUnit,
     servers: list[ServerSpec],
     *,
     runner_image: str,
     spec_configmap: str,
-    results_uri: str,
     s3_secret: str | None,
     s3_endpoint: str | None,
+    parallelism: int = 1,
+    tasks_configmap: tuple[str, str] | None = None,
     task_limits: TaskLimits | None = None,
 ) -> dict[str, Any]:
-    """The Job running one work item: the task's servers as native sidecars plus the runner.
+    """The Indexed Job running one chunk of one model's items: completion index ``i`` runs
+    ``unit.items[i]`` in its own pod (the chunk's servers as native sidecars plus the runner).
 
-    ``task_limits`` (the task's own overrides) lengthen the Job's deadline when the task
-    allows itself more time than the run's ``limits.taskTimeoutSeconds``."""
+    ``tasks_configmap`` (name, key): mount the user's task ConfigMap (when there is no object
+    storage; ``unit.tasks.path`` points into it). ``task_limits``: the longest per-task limits
+    of the chunk, which lengthen the pods' deadline."""
     _check_servers(servers)
     limits = body.limits.for_task(task_limits or TaskLimits())
-    labels = work_labels(run_name, model.name, task_id, repeat)
-    annotations = {ANNOTATION_MODEL: model.name, ANNOTATION_TASK_ID: task_id}
+    labels = work_labels(run_name, model.name, unit.chunk)
+    annotations = {ANNOTATION_MODEL: model.name}
     data_mount = {"name": "data", "mountPath": body.data_mount}
     env = [
         _env("ATLAS_RUN_SPEC", f"{SPEC_DIR}/{RUN_FILE}"),
-        _env("ATLAS_TASKS", f"{SPEC_DIR}/{TASKS_FILE}"),
-        _env("ATLAS_TASK_ID", task_id),
-        _env("ATLAS_MODEL", model.name),
-        _env("ATLAS_REPEAT", str(repeat)),
-        _env("ATLAS_RESULTS_URI", results_uri),
+        _env(ENV_WORK_UNIT, unit.to_env()),
         _env("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
         _env("PYTHONDONTWRITEBYTECODE", "1"),
     ]
@@ -301,14 +308,28 @@ def render_job(
             _secret_env("AWS_REGION", s3_secret, "AWS_REGION", optional=True),
         ]
     env += _key_env(body, model)
+    mounts: list[dict[str, Any]] = [{"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}, data_mount]
+    volumes: list[dict[str, Any]] = [
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}},
+        {"name": "spec", "configMap": {"name": spec_configmap, "defaultMode": 0o444}},
+    ]
+    if tasks_configmap:
+        mounts.append({"name": "tasks", "mountPath": TASKS_DIR, "readOnly": True})
+        volumes.append(
+            {
+                "name": "tasks",
+                "configMap": {
+                    "name": tasks_configmap[0],
+                    "items": [{"key": tasks_configmap[1], "path": unit.tasks.name}],
+                    "defaultMode": 0o444,
+                },
+            }
+        )
+    if body.cluster.data_volume:
+        volumes.append({"name": DATA_SOURCE, **body.cluster.data_volume})
     runner = {
-        **_container(
-            RUNNER,
-            runner_image,
-            RUNNER_RESOURCES,
-            env,
-            [{"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}, data_mount],
-        ),
+        **_container(RUNNER, runner_image, RUNNER_RESOURCES, env, mounts),
         "command": ["atlas", "run-task"],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -317,6 +338,7 @@ def render_job(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
+        "activeDeadlineSeconds": _deadline(body, limits, len(servers)),
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": UID,
@@ -329,21 +351,17 @@ def render_job(
             *(_sidecar(s, body, data_mount) for s in servers),
         ],
         "containers": [runner],
-        "volumes": [
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-            {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}},
-            {"name": "spec", "configMap": {"name": spec_configmap, "defaultMode": 0o444}},
-            *([{"name": DATA_SOURCE, **body.cluster.data_volume}] if body.cluster.data_volume else []),
-        ],
+        "volumes": volumes,
     }
     job_labels = dict(labels)
     if body.cluster.queue_name:
         job_labels[LABEL_QUEUE] = body.cluster.queue_name
+    size = len(unit.items)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(run_name, model.name, task_id, repeat),
+            "name": job_name(run_name, run_uid, model.name, unit.chunk),
             "namespace": namespace,
             "labels": job_labels,
             "annotations": annotations,
@@ -351,15 +369,17 @@ def render_job(
         },
         "spec": {
             "suspend": body.cluster.suspend,
-            "completions": 1,
-            "parallelism": 1,
-            "backoffLimit": body.cluster.backoff_limit,
+            "completionMode": "Indexed",
+            "completions": size,
+            "parallelism": max(0, min(parallelism, size)),
+            "backoffLimitPerIndex": body.cluster.backoff_limit,
+            "maxFailedIndexes": size,
+            "podReplacementPolicy": "Failed",
             "ttlSecondsAfterFinished": body.cluster.ttl_seconds_after_finished,
-            "activeDeadlineSeconds": _deadline(body, limits, len(servers)),
             "podFailurePolicy": {
                 "rules": [
                     {
-                        "action": "FailJob",
+                        "action": "FailIndex",
                         "onExitCodes": {
                             "containerName": RUNNER,
                             "operator": "In",

@@ -17,7 +17,7 @@ from prometheus_client import (
     start_http_server,
 )
 
-PHASES = ("Pending", "Running", "Succeeded", "Blocked", "Suspended")
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Blocked", "Suspended")
 
 
 class Metrics:

@@ -1,201 +1,575 @@
-"""The reconcile decision, as a pure function: what exists -> what to create and what status says.
+"""The reconcile decision, as a pure function: ``decide(Snapshot) -> Decision``.
 
-Kept free of API calls so it can be tested exhaustively and so a restarted
-operator reaches the same decision from the same observations: work items are
-identified by deterministic Job names, finished items are recorded in
-``status.results`` (compact, keyed by Job name) before their Jobs may expire,
-and nothing already recorded or already existing is created again.
+No API types, no I/O: ``observe.py`` builds the ``Snapshot`` (the run, its pinned tasks, its
+Jobs with their completion indexes and, once finished, the outcome of each index's last
+attempt), ``act.py`` applies the ``Decision``. A restarted operator reaches the same decision
+from the same observations:
+
+- The work plan is fixed by the (immutable) spec and the pinned task document: per model, items
+  ``(task, repeat)`` ordered by repeat then task (tasks grouped by the servers they need), cut
+  into chunks of ``cluster.itemsPerJob``; chunk ``c`` of model ``m`` is one Indexed Job.
+- ``status.models[m].chunksDone`` (ranges, e.g. ``0-4,7``) lists the chunks already folded into
+  the counts. A finished Job is folded and marked in one status write, and deleted only after it,
+  so a chunk is counted exactly once; a chunk neither done nor live is (re)created (the runner
+  skips items whose result is already stored, so a re-run chunk costs little).
+- Live pods are bounded per model (``maxConcurrency``) and overall (``parallelism``) through
+  each Job's ``parallelism``.
+- The status is O(models); it is written only when it differs, and ``lastTransitionTime`` moves
+  only when a condition's status does.
 """
 
 from __future__ import annotations
 
-import json
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from atlasrun.cluster.manifests import job_name
+from atlasrun.cluster.contract import (
+    BLOCKED,
+    COMPLETE,
+    CONDITION_TYPES,
+    FAILED,
+    PROGRESSING,
+    READY,
+    TasksRef,
+)
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.scoring.result import ErrorKind
-from atlasrun.tasks.model import Task
 
-Phase = Literal["Pending", "Running", "Succeeded", "Blocked", "Suspended"]
+Record = dict[str, Any]  # compact outcome: s=status p=passed c=coverage w=wall m=model k=error kind r=reason
 MAX_REASON = 200
+MAX_EXCLUDED_LISTED = 20
+RESYNC_S = 300.0  # the safety-net pass when nothing happens
+HEALTH_RECHECK_S = 20.0  # while pods wait (unschedulable, quota, image pull): look again this often
+STORE_RECHECK_S = 30.0
+_COUNTERS = ("scored", "passed", "errored", "excludedItems", "coverageSum")
+
+
+# ---------------------------------------------------------------- inputs
 
 
 @dataclass(frozen=True)
-class WorkItem:
-    model: str
-    task: Task
-    repeat: int
-    name: str  # the Job name
+class PlannedTask:
+    id: str
+    servers: tuple[str, ...] = ()  # the sidecars its pod needs
 
 
 @dataclass(frozen=True)
-class JobState:
-    """What the operator observed about one Job (and its pod's termination message)."""
+class TasksObs:
+    """The pinned task document as observed: runnable tasks in document order, exclusions."""
+
+    pin: TasksRef | None = None
+    runnable: tuple[PlannedTask, ...] = ()
+    excluded: tuple[tuple[str, str], ...] = ()  # (task id, reason)
+    error: tuple[str, str] | None = None  # (InvalidTasks | ObjectStoreUnavailable, message)
+
+
+@dataclass(frozen=True)
+class JobObs:
+    """One of the run's Jobs (owned by the run: adopted by owner UID only)."""
 
     name: str
-    active: bool
-    succeeded: bool
-    failed: bool
-    summary: dict[str, Any] | None = None  # parsed termination message of the runner
-    failure_reason: str | None = None
+    model: str
+    chunk: int
+    completions: int
+    parallelism: int
+    active: int = 0
+    ready: int = 0
+    completed: frozenset[int] = frozenset()
+    failed_indexes: frozenset[int] = frozenset()
+    finished: bool = False
+    suspended: bool = False
+    deleting: bool = False
+    failure: str | None = None  # the Failed condition's reason and message
+    outcomes: Mapping[int, Record] | None = None  # finished Jobs: the last attempt of each index
+    outcomes_error: str | None = None  # why the outcomes could not be read (object store)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.completions - len(self.completed) - len(self.failed_indexes))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    name: str
+    uid: str
+    generation: int
+    body: RunSpecBody | None
+    status: Mapping[str, Any]
+    now: str  # RFC 3339, for transitions
+    problems: tuple[tuple[str, str], ...] = ()  # (reason, message): InvalidSpec, NoRunnerImage, UnpinnedImage
+    tasks: TasksObs | None = None
+    jobs: tuple[JobObs, ...] = ()
+    health: tuple[tuple[str, str], ...] = ()  # pods waiting: Unschedulable, QuotaExceeded, ImagePullBackOff
+    results_uri: str = ""
+
+
+# ---------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class Chunk:
+    model: str
+    index: int
+    items: tuple[tuple[str, int], ...]  # completion index -> (task id, repeat)
+    servers: tuple[str, ...]
 
 
 @dataclass
 class Decision:
-    create: list[WorkItem] = field(default_factory=list)
-    delete: list[str] = field(default_factory=list)  # live Jobs to cancel (suspend)
-    newly_recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
-    phase: Phase = "Pending"
-    status: dict[str, Any] = field(default_factory=dict)
+    create: list[tuple[Chunk, int]] = field(default_factory=list)  # (chunk, parallelism)
+    parallelism: dict[str, int] = field(default_factory=dict)  # Job name -> new parallelism
+    suspend: list[str] = field(default_factory=list)
+    resume: list[str] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)  # finished Jobs, once counted
+    status: dict[str, Any] = field(default_factory=dict)  # the whole desired status
+    status_patch: dict[str, Any] = field(default_factory=dict)  # what differs: empty -> no write
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (Normal|Warning, reason, message)
+    accounted: list[Record] = field(default_factory=list)  # newly counted outcomes (metrics)
+    requeue_after: float = RESYNC_S
+    phase: str = "Pending"
 
 
-def work_items(run: str, body: RunSpecBody, tasks: list[Task]) -> list[WorkItem]:
-    """Every (model, task, repeat) in a stable order: repeats, then tasks, then models (interleaved)."""
-    return [
-        WorkItem(m.name, t, r, job_name(run, m.name, t.id, r))
-        for r in range(body.repeats)
-        for t in tasks
-        for m in body.models
-    ]
+# ---------------------------------------------------------------- records
 
 
-def record_from_job(job: JobState, model: str) -> dict[str, Any] | None:
-    """The compact record of a finished Job (s=status p=passed c=coverage w=wall s m=model k=error kind
-    r=reason);
-    None while it is still running."""
-    if job.summary is not None and (job.succeeded or job.failed):
-        summary = job.summary
+def record(summary: Mapping[str, Any] | None, model: str, failed: bool, failure: str | None = None) -> Record:
+    """The compact outcome of an item's last attempt: its termination summary, or, without one, an
+    error (``job_failed``) when the attempt failed; a success without a summary is an error too."""
+    if summary is not None:
         return {
             "s": summary.get("status", "error"),
             "p": summary.get("passed"),
             "c": summary.get("coverage"),
             "w": summary.get("wall_s"),
             "m": model,
-            "k": summary.get("error_kind"),
+            "k": summary.get("error_kind") if summary.get("status", "error") != "scored" else None,
             "r": _short(summary.get("reason")),
         }
-    if job.failed:
-        return {
-            "s": "error",
-            "p": None,
-            "c": None,
-            "w": None,
-            "m": model,
-            "k": ErrorKind.JOB_FAILED.value,
-            "r": _short(f"job failed: {job.failure_reason or 'no termination message'}"),
-        }
-    return None
+    reason = f"job failed: {failure or 'no termination message'}" if failed else "no result reported"
+    return {
+        "s": "error",
+        "p": None,
+        "c": None,
+        "w": None,
+        "m": model,
+        "k": ErrorKind.JOB_FAILED.value,
+        "r": _short(reason),
+    }
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt's view, for ``record_from_job`` (kept for callers of the per-item API)."""
+
+    name: str
+    active: bool
+    succeeded: bool
+    failed: bool
+    summary: dict[str, Any] | None = None
+    failure_reason: str | None = None
+
+
+JobState = Attempt
+
+
+def record_from_job(job: Attempt, model: str) -> Record | None:
+    """The record of a finished attempt; None while it runs."""
+    if not (job.succeeded or job.failed):
+        return None
+    return record(job.summary, model, job.failed, job.failure_reason)
 
 
 def _short(text: Any) -> str | None:
     if text is None:
         return None
-    text = str(text)
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+    out = str(text)
+    return out if len(out) <= MAX_REASON else out[: MAX_REASON - 3] + "..."
 
 
-def decide(
-    run: str,
-    body: RunSpecBody,
-    tasks: list[Task],
-    excluded: dict[str, str],
-    jobs: list[JobState],
-    recorded: dict[str, dict[str, Any]],
-) -> Decision:
-    """Given tasks, observed Jobs and already-recorded results: the next step and the new status."""
-    items = work_items(run, body, tasks)
-    by_name = {j.name: j for j in jobs}
-    results = dict(recorded)
-    decision = Decision(results=results)
-    model_of = {i.name: i.model for i in items}
-    for job in jobs:
-        if job.name not in results and job.name in model_of:
-            record = record_from_job(job, model_of[job.name])
-            if record is not None:
-                results[job.name] = decision.newly_recorded[job.name] = record
-    live = [j for j in jobs if j.name not in results and not (j.succeeded or j.failed)]
-    model_live: dict[str, int] = {}
-    if body.cluster.suspend:
-        decision.delete = [j.name for j in live]
-        live = []
-    else:
-        for job in live:
-            model_of_job = model_of.get(job.name)
-            if model_of_job:
-                model_live[model_of_job] = model_live.get(model_of_job, 0) + 1
-        limits = {m.name: m.max_concurrency for m in body.models}
-        room = body.parallelism - len(live)
-        for item in items:
-            if room <= 0:
-                break
-            if item.name in results or item.name in by_name:
-                continue
-            if model_live.get(item.model, 0) >= limits[item.model]:
-                continue
-            decision.create.append(item)
-            model_live[item.model] = model_live.get(item.model, 0) + 1
-            room -= 1
-    decision.status = summarize_status(body, items, excluded, results, model_live)
-    done = sum(1 for i in items if i.name in results)
-    if body.cluster.suspend:
-        decision.phase = "Suspended"
-    elif (items and done == len(items)) or not items:
-        decision.phase = "Succeeded"
-    else:
-        decision.phase = "Running" if (done or live or decision.create) else "Pending"
-    return decision
+# ---------------------------------------------------------------- ranges ("0-3,7")
 
 
-def summarize_status(
-    body: RunSpecBody,
-    items: list[WorkItem],
-    excluded: dict[str, str],
-    results: dict[str, dict[str, Any]],
-    running: dict[str, int],
-) -> dict[str, Any]:
-    """Per-model counts, pass rate and mean coverage; the printer-column strings."""
+def parse_ranges(text: str | None) -> set[int]:
+    """Kubernetes' index ranges (``completedIndexes``) -> set; tolerant of empty text."""
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def format_ranges(values: Iterable[int]) -> str:
+    parts: list[str] = []
+    run: list[int] = []
+    for v in sorted(set(values)):
+        if run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [v]
+    if run:
+        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ",".join(parts)
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def plan_chunks(body: RunSpecBody, tasks: Sequence[PlannedTask]) -> dict[str, list[Chunk]]:
+    """Every model's chunks (see the module docstring); deterministic."""
+    return _plan(tuple(tasks), tuple(m.name for m in body.models), body.repeats, body.cluster.items_per_job)
+
+
+@functools.lru_cache(maxsize=16)
+def _plan(
+    tasks: tuple[PlannedTask, ...], models: tuple[str, ...], repeats: int, per_job: int
+) -> dict[str, list[Chunk]]:
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i].servers, i))
+    items = [(tasks[i], r) for r in range(repeats) for i in order]
+    plan: dict[str, list[Chunk]] = {}
+    for model in models:
+        chunks = []
+        for c, start in enumerate(range(0, len(items), per_job)):
+            part = items[start : start + per_job]
+            servers = tuple(sorted({s for t, _ in part for s in t.servers}))
+            chunks.append(Chunk(model, c, tuple((t.id, r) for t, r in part), servers))
+        plan[model] = chunks
+    return plan
+
+
+def budgets(body: RunSpecBody, remaining: Mapping[str, int]) -> dict[str, int]:
+    """Live pods per model: ``parallelism`` shared round-robin, each capped by its
+    ``maxConcurrency`` and its remaining items."""
+    caps = {m.name: min(m.max_concurrency, remaining.get(m.name, 0)) for m in body.models}
+    given = dict.fromkeys(caps, 0)
+    left = body.parallelism
+    while left > 0:
+        moved = False
+        for name in caps:
+            if left and given[name] < caps[name]:
+                given[name] += 1
+                left -= 1
+                moved = True
+        if not moved:
+            break
+    return given
+
+
+# ---------------------------------------------------------------- decide
+
+
+def decide(s: Snapshot) -> Decision:
+    d = Decision()
+    old = dict(s.status or {})
+    status: dict[str, Any] = {
+        "observedGeneration": s.generation,
+        "resultsURI": s.results_uri or old.get("resultsURI"),
+        "startTime": old.get("startTime") or s.now,
+    }
+    blocked = list(s.problems)
+    if not blocked and s.tasks is not None and s.tasks.error is not None:
+        blocked.append(s.tasks.error)
+    if blocked or s.body is None or s.tasks is None or s.tasks.pin is None:
+        reason, message = blocked[0] if blocked else ("InvalidSpec", "the run could not be planned")
+        d.phase = "Blocked"
+        status.update(
+            {k: old[k] for k in ("progress", "running", "models", "passRates", "tasks") if k in old}
+        )
+        _finish(d, s, old, status, blocked=(reason, message), done=False, failure=None)
+        d.requeue_after = STORE_RECHECK_S if reason == "ObjectStoreUnavailable" else RESYNC_S
+        return d
+
+    body, tasks = s.body, s.tasks
+    assert tasks.pin is not None
+    plan = plan_chunks(body, tasks.runnable)
+    status["tasks"] = {
+        **tasks.pin.model_dump(exclude_none=True),
+        "count": len(tasks.runnable),
+        "excluded": len(tasks.excluded),
+    }
+    status["excludedTasks"] = [{"task": t, "reason": r} for t, r in tasks.excluded[:MAX_EXCLUDED_LISTED]]
+    jobs: dict[str, dict[int, JobObs]] = {}
+    for job in s.jobs:
+        jobs.setdefault(job.model, {})[job.chunk] = job
+    old_models: Mapping[str, Any] = old.get("models") or {}
     models: dict[str, dict[str, Any]] = {}
+    remaining: dict[str, int] = {}
+    live_of: dict[str, list[JobObs]] = {}
+    waiting_on_store = None
     for model in body.models:
-        mine = [i for i in items if i.model == model.name]
-        records = [results[i.name] for i in mine if i.name in results]
-        scored = [r for r in records if r["s"] == "scored"]
-        passed = sum(1 for r in scored if r.get("p"))
-        coverages = [float(r["c"]) for r in scored if r.get("c") is not None]
-        models[model.name] = {
-            "total": len(mine),
-            "pending": len(mine) - len(records) - running.get(model.name, 0),
-            "running": running.get(model.name, 0),
-            "scored": len(scored),
-            "passed": passed,
-            "failed": len(scored) - passed,
-            "excluded": sum(1 for r in records if r["s"] == "excluded") + len(excluded) * body.repeats,
-            "errored": sum(1 for r in records if r["s"] == "error"),
-            "passRate": round(passed / len(scored), 4) if scored else None,
-            "meanCoverage": round(sum(coverages) / len(coverages), 4) if coverages else None,
+        name = model.name
+        prior = old_models.get(name) or {}
+        counts = {k: prior.get(k, 0) for k in _COUNTERS}
+        done_chunks = parse_ranges(prior.get("chunksDone"))
+        chunks = plan.get(name, [])
+        for chunk_index, job in sorted(jobs.get(name, {}).items()):
+            if chunk_index >= len(chunks):
+                continue  # not this plan's (cannot happen with an immutable spec): left alone
+            if chunk_index in done_chunks:
+                if not job.deleting:
+                    d.delete.append(job.name)
+                continue
+            if not job.finished:
+                continue
+            if job.outcomes is None:
+                waiting_on_store = job.outcomes_error or waiting_on_store
+                continue
+            for index in range(len(chunks[chunk_index].items)):
+                outcome = job.outcomes.get(index) or record(None, name, True, job.failure)
+                _fold(counts, outcome)
+                d.accounted.append(outcome)
+            done_chunks.add(chunk_index)
+            d.delete.append(job.name)
+        live = [
+            j
+            for c, j in sorted(jobs.get(name, {}).items())
+            if c < len(chunks) and c not in done_chunks and not j.finished and not j.deleting
+        ]
+        live_of[name] = live
+        total = sum(len(c.items) for c in chunks)
+        accounted = sum(len(chunks[c].items) for c in done_chunks if c < len(chunks))
+        in_live = sum(len(j.completed) + len(j.failed_indexes) for j in live)
+        finished_unaccounted = sum(
+            len(chunks[j.chunk].items)
+            for j in jobs.get(name, {}).values()
+            if j.finished and j.chunk < len(chunks) and j.chunk not in done_chunks
+        )
+        remaining[name] = total - accounted - in_live - finished_unaccounted
+        running = sum(j.active for j in live)
+        models[name] = _model_status(
+            counts,
+            total=total,
+            done=accounted + in_live + finished_unaccounted,
+            running=running,
+            excluded_plan=len(tasks.excluded) * body.repeats,
+            chunks_done=done_chunks,
+        )
+
+    # Live pods: budgets, Job parallelism, new chunks, suspend/resume.
+    suspended = body.cluster.suspend
+    share = budgets(body, remaining)
+    for model in body.models:
+        name, live = model.name, live_of[model.name]
+        if suspended:
+            d.suspend += [j.name for j in live if not j.suspended]
+            continue
+        d.resume += [j.name for j in live if j.suspended]
+        _fill(
+            d,
+            share[name],
+            live,
+            plan.get(name, []),
+            parse_ranges(models[name]["chunksDone"]),
+            jobs.get(name, {}),
+        )
+
+    total = sum(m["total"] for m in models.values())
+    done = sum(m["total"] - m["pending"] - m["running"] for m in models.values())
+    all_counted = all(len(parse_ranges(models[m]["chunksDone"])) == len(plan.get(m, [])) for m in models)
+    status.update(
+        {
+            "progress": f"{done}/{total}",
+            "running": sum(m["running"] for m in models.values()),
+            "models": models,
+            "passRates": " ".join(
+                f"{n}={m['passRate']:.2f}" if m["passRate"] is not None else f"{n}=-"
+                for n, m in models.items()
+            ),
         }
-    done = sum(1 for i in items if i.name in results)
-    pass_rates = " ".join(
-        f"{name}={m['passRate']:.2f}" if m["passRate"] is not None else f"{name}=-"
-        for name, m in models.items()
     )
+    failure = _failure(body, models) if all_counted else None
+    health = s.health[0] if s.health and not all_counted else None
+    if waiting_on_store and not health:
+        health = ("ObjectStoreUnavailable", f"cannot read finished items' results: {waiting_on_store}")
+    if suspended and not all_counted:
+        d.phase = "Suspended"
+    elif all_counted:
+        d.phase = "Failed" if failure else "Succeeded"
+    elif health:
+        d.phase = "Blocked"
+    else:
+        any_live = any(live_of.values()) or d.create
+        d.phase = "Running" if (done or any_live) else "Pending"
+    _finish(d, s, old, status, blocked=health, done=all_counted, failure=failure)
+    if health:
+        d.requeue_after = STORE_RECHECK_S if health[0] == "ObjectStoreUnavailable" else HEALTH_RECHECK_S
+    elif any(j.active > j.ready for js in live_of.values() for j in js) or any(
+        j.active < min(j.parallelism, j.remaining) for js in live_of.values() for j in js if not j.suspended
+    ):
+        d.requeue_after = HEALTH_RECHECK_S  # pods not running yet: look for what holds them
+    if (
+        d.create
+        and not any(jobs.values())
+        and not any(parse_ranges(m.get("chunksDone")) for m in old_models.values())
+    ):
+        d.events.append(("Normal", "Started", f"created {len(d.create)} Job(s) for {total} work items"))
+    return d
+
+
+def _fold(counts: dict[str, Any], outcome: Record) -> None:
+    state = outcome.get("s")
+    if state == "scored":
+        counts["scored"] += 1
+        counts["passed"] += 1 if outcome.get("p") else 0
+        if outcome.get("c") is not None:
+            counts["coverageSum"] = round(counts["coverageSum"] + float(outcome["c"]), 6)
+    elif state == "excluded":
+        counts["excludedItems"] += 1
+    else:
+        counts["errored"] += 1
+
+
+def _model_status(
+    counts: Mapping[str, Any],
+    *,
+    total: int,
+    done: int,
+    running: int,
+    excluded_plan: int,
+    chunks_done: set[int],
+) -> dict[str, Any]:
+    scored, passed = int(counts["scored"]), int(counts["passed"])
     return {
-        "progress": f"{done}/{len(items)}",
-        "running": sum(running.values()),
-        "models": models,
-        "passRates": pass_rates,
-        "excludedTasks": [{"task": t, "reason": r} for t, r in sorted(excluded.items())],
+        "total": total,
+        "pending": max(0, total - done - running),
+        "running": running,
+        "scored": scored,
+        "passed": passed,
+        "failed": scored - passed,
+        "excluded": excluded_plan + int(counts["excludedItems"]),
+        "errored": int(counts["errored"]),
+        "passRate": round(passed / scored, 4) if scored else None,
+        "meanCoverage": round(float(counts["coverageSum"]) / scored, 4) if scored else None,
+        "coverageSum": counts["coverageSum"],
+        "excludedItems": int(counts["excludedItems"]),
+        "chunksDone": format_ranges(chunks_done),
     }
 
 
-def parse_summary(message: str | None) -> dict[str, Any] | None:
-    """The runner's termination message (JSON), or None if absent or not ours."""
-    if not message:
+def _fill(
+    d: Decision,
+    budget: int,
+    live: list[JobObs],
+    chunks: list[Chunk],
+    done_chunks: set[int],
+    existing: Mapping[int, JobObs],
+) -> None:
+    """Fit the model's live Jobs' parallelism to ``budget``; spare room starts the next chunks."""
+    use = [min(j.parallelism, j.remaining) for j in live]
+    excess = sum(use) - budget
+    if excess > 0:
+        for j, u in reversed(list(zip(live, use, strict=True))):
+            cut = min(excess, u)
+            if cut:
+                d.parallelism[j.name] = u - cut
+                excess -= cut
+        return
+    spare = -excess
+    for chunk in chunks:
+        if spare <= 0:
+            break
+        if chunk.index in done_chunks or chunk.index in existing:
+            continue
+        width = min(len(chunk.items), spare)
+        d.create.append((chunk, width))
+        spare -= width
+    for j in live:
+        if spare <= 0:
+            break
+        want = j.remaining - j.parallelism
+        if want > 0:
+            add = min(want, spare)
+            d.parallelism[j.name] = j.parallelism + add
+            spare -= add
+
+
+def _failure(body: RunSpecBody, models: Mapping[str, Mapping[str, Any]]) -> tuple[str, str] | None:
+    errored = sum(int(m["errored"]) for m in models.values())
+    finished = errored + sum(int(m["scored"]) for m in models.values())
+    if not errored:
         return None
-    try:
-        data = json.loads(message)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) and "status" in data else None
+    if errored == finished:
+        return "AllItemsErrored", f"all {errored} work items ended in an error"
+    limit = body.max_error_rate
+    if limit is not None and errored / finished > limit:
+        return (
+            "ErrorRateExceeded",
+            f"{errored}/{finished} work items ended in an error ({errored / finished:.1%}), "
+            f"more than spec.maxErrorRate {limit:.1%}",
+        )
+    return None
+
+
+# ---------------------------------------------------------------- conditions and the patch
+
+
+def _finish(
+    d: Decision,
+    s: Snapshot,
+    old: Mapping[str, Any],
+    status: dict[str, Any],
+    *,
+    blocked: tuple[str, str] | None,
+    done: bool,
+    failure: tuple[str, str] | None,
+) -> None:
+    phase = d.phase
+    status["phase"] = phase
+    if done and not old.get("completionTime"):
+        status["completionTime"] = s.now
+    elif old.get("completionTime"):
+        status["completionTime"] = old["completionTime"]
+    wanted = {
+        BLOCKED: (True, *blocked) if blocked else (False, "NotBlocked", ""),
+        FAILED: (True, *failure) if failure else (False, "NotFailed", ""),
+        COMPLETE: (True, "AllItemsFinished", f"all {status.get('progress', '')} work items finished")
+        if done and not failure
+        else (False, "Failed" if failure else "ItemsRemaining", ""),
+        PROGRESSING: (
+            phase in ("Running", "Pending"),
+            phase if phase != "Blocked" else blocked[0] if blocked else phase,
+            "",
+        ),
+        READY: (not blocked and not failure, phase if not blocked else blocked[0], ""),
+    }
+    if done:
+        wanted[PROGRESSING] = (False, "Finished", "")
+    previous = {c.get("type"): c for c in old.get("conditions") or []}
+    conditions = []
+    for kind in CONDITION_TYPES:
+        ok, reason, message = wanted[kind]
+        value = "True" if ok else "False"
+        before = previous.get(kind) or {}
+        changed = before.get("status") != value
+        conditions.append(
+            {
+                "type": kind,
+                "status": value,
+                "reason": reason,
+                "message": message[:1000],
+                "lastTransitionTime": s.now
+                if changed or not before.get("lastTransitionTime")
+                else before["lastTransitionTime"],
+                "observedGeneration": s.generation,
+            }
+        )
+        if changed and ok and kind in (BLOCKED, FAILED, COMPLETE):
+            level = "Normal" if kind == COMPLETE else "Warning"
+            text = message or reason
+            if kind == COMPLETE:
+                text = f"{message}; pass rates {status.get('passRates', '')}"
+            d.events.append((level, reason if kind != COMPLETE else "Completed", text))
+    status["conditions"] = conditions
+    d.status = status
+    d.status_patch = {k: v for k, v in status.items() if old.get(k) != v}
+    if blocked is None and "tasks" in d.status_patch and not (old.get("tasks") or {}).get("sha256"):
+        pin = status["tasks"]
+        d.events.append(
+            ("Normal", "TasksPinned", f"{pin['count']} task(s) pinned by sha256 {pin['sha256'][:12]}...")
+        )

@@ -1,9 +1,13 @@
 """``atlas run-task``: run ONE work item (model, task, repeat) inside a Kubernetes pod.
 
-Inputs come from the environment (see ``ENV``; each also has a flag for debugging):
-the run file, the tasks file, the task id, the model name, the repeat, the results
-URI (``s3://bucket/prefix/<run>/``) and the termination message path; S3 access uses
-the standard ``AWS_*`` variables and ``AWS_ENDPOINT_URL``. Optional knobs:
+In an Indexed Job the item comes from ``ATLAS_WORK_UNIT`` (a ``contract.WorkUnit``: the model,
+the chunk's items, the pinned task document and the results URI) and ``JOB_COMPLETION_INDEX``
+(which item of the chunk). The task document is read from object storage (or the mounted
+ConfigMap) and must have the pinned sha256, else the pod exits 2 (bad input).
+Without a work unit, the inputs come one by one from the environment (see ``ENV``; each also
+has a flag for debugging): the run file, the tasks file, the task id, the model name, the
+repeat, the results URI (``s3://bucket/prefix/<run>/``) and the termination message path; S3
+access uses the standard ``AWS_*`` variables and ``AWS_ENDPOINT_URL``. Optional knobs:
 ``ATLAS_S3_ATTEMPTS`` and ``ATLAS_S3_BACKOFF_SECONDS`` (storage retries).
 
 The item runs through the local ``Engine`` unchanged, with the catalog rewritten so that
@@ -43,6 +47,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -53,11 +59,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atlasrun.cluster.contract import (
+    ENV_INDEX,
+    ENV_WORK_UNIT,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_RETRY,
+    EXIT_STORE,
+    TERMINATION_LIMIT,
+    TasksRef,
+    WorkUnit,
+)
 from atlasrun.cluster.store import (
     DEFAULT_ATTEMPTS,
     DEFAULT_BACKOFF_S,
     S3Results,
     StoreError,
+    parse_s3_uri,
 )
 from atlasrun.errors import InputError
 from atlasrun.redact import Redactor
@@ -68,8 +86,6 @@ from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import Catalog
 from atlasrun.servers.selection import task_servers
 
-EXIT_OK, EXIT_INPUT, EXIT_RETRY, EXIT_STORE = 0, 2, 3, 4
-TERMINATION_LIMIT = 4000  # bytes; Kubernetes keeps at most 4096 per container
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 SIDECAR_HOST = "127.0.0.1"
 ENV = {
@@ -100,6 +116,7 @@ class Inputs:
     s3_attempts: int = DEFAULT_ATTEMPTS
     s3_backoff_s: float = DEFAULT_BACKOFF_S
     work_dir: Path | None = None  # keep the local results directory here (default: a temp dir)
+    tasks_ref: TasksRef | None = None  # the pinned task document (work unit): fetched and verified
 
 
 def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Inputs:
@@ -125,6 +142,9 @@ def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = No
             raise InputError(f"{text!r} is not a {kind.__name__} >= {minimum:g}", where=ENV[field])
         return parsed
 
+    unit_text = env.get(ENV_WORK_UNIT)
+    if unit_text:
+        return _unit_inputs(unit_text, env.get(ENV_INDEX), value, number)
     tasks = value("tasks", required=False)
     return Inputs(
         run_spec=Path(str(value("run_spec"))),
@@ -139,6 +159,73 @@ def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = No
         s3_backoff_s=number("s3_backoff_s", float, DEFAULT_BACKOFF_S, 0),
         work_dir=Path(work_dir) if (work_dir := value("work_dir", required=False)) else None,
     )
+
+
+def _unit_inputs(
+    text: str, index_text: str | None, value: Callable[..., Any], number: Callable[..., Any]
+) -> Inputs:
+    try:
+        unit = WorkUnit.model_validate_json(text)
+    except ValueError as exc:
+        raise InputError(f"not a work unit: {exc}", where=ENV_WORK_UNIT) from exc
+    if not index_text or not index_text.strip().isdigit():
+        raise InputError(f"{index_text!r} is not a completion index", where=ENV_INDEX)
+    try:
+        task_id, repeat = unit.item(int(index_text))
+    except IndexError as exc:
+        raise InputError(str(exc), where=ENV_INDEX) from exc
+    return Inputs(
+        run_spec=Path(str(value("run_spec"))),
+        tasks=Path(unit.tasks.path) if unit.tasks.path else None,
+        task_id=task_id,
+        model=unit.model,
+        repeat=repeat,
+        results_uri=unit.results_uri,
+        termination_path=Path(value("termination_path", required=False) or DEFAULT_TERMINATION_PATH),
+        s3_attempts=number("s3_attempts", int, DEFAULT_ATTEMPTS, 1),
+        s3_backoff_s=number("s3_backoff_s", float, DEFAULT_BACKOFF_S, 0),
+        work_dir=Path(work_dir) if (work_dir := value("work_dir", required=False)) else None,
+        tasks_ref=unit.tasks,
+    )
+
+
+def fetch_tasks(inputs: Inputs, dest: Path) -> Inputs:
+    """The pinned task document as a local file whose sha256 is the pinned one (InputError if
+    it differs or is gone; StoreError if object storage fails)."""
+    ref = inputs.tasks_ref
+    if ref is None:
+        return inputs
+    if ref.path:
+        path = Path(ref.path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(
+                f"cannot read the pinned task document: {exc.strerror or exc}", where=ref.path
+            ) from exc
+    elif ref.uri:
+        location = parse_s3_uri(ref.uri, "work unit tasks.uri")
+        parent, _, key = location.prefix.rpartition("/")
+        got = S3Results(
+            f"s3://{location.bucket}/{parent}",
+            inputs.endpoint_url,
+            attempts=inputs.s3_attempts,
+            backoff_s=inputs.s3_backoff_s,
+        ).read_bytes(key)
+        if got is None:
+            raise InputError(f"{ref.uri}: the pinned task document is gone", where=ENV_WORK_UNIT)
+        data = got
+        path = dest / Path(ref.name).name
+        path.write_bytes(data)
+    else:
+        raise InputError("the work unit names no task document", where=ENV_WORK_UNIT)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != ref.sha256:
+        raise InputError(
+            f"the task document's sha256 is {digest[:12]}..., the run pinned {ref.sha256[:12]}...",
+            where=ref.uri or ref.path or ENV_WORK_UNIT,
+        )
+    return dataclasses.replace(inputs, tasks=path, tasks_ref=None)
 
 
 # -- the work item ---------------------------------------------------------------------------
@@ -379,7 +466,9 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
         return code
 
     result: TaskResult | None = None
+    fetched = tempfile.TemporaryDirectory(prefix="atlas-tasks-")
     try:
+        inputs = fetch_tasks(inputs, Path(fetched.name))
         spec = load_spec(inputs)
         plan = plan_run(spec)
         store = S3Results(
@@ -435,6 +524,8 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
             }
         )
         return finish(summary(lost, None, EXIT_STORE), EXIT_STORE, f"error: result not stored: {exc}")
+    finally:
+        fetched.cleanup()
     code = exit_code(result)
     if code != EXIT_OK:
         warn(mask(f"error: {result.status}: {result.reason}; exiting {code} so the Job retries the pod"))

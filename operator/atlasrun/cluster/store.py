@@ -265,6 +265,28 @@ class S3Results:
         self._put(name, self.redact(json.dumps(data, indent=2, sort_keys=False)))
         return self.location.uri(name)
 
+    def put_bytes(self, name: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Store ``data`` unchanged (no masking: e.g. a content-addressed task document)."""
+        self._check_name(name)
+        key = self.location.key(name)
+        self._retry(
+            f"write {self.location.uri(name)}",
+            lambda: self._client.put_object(
+                Bucket=self.location.bucket, Key=key, Body=data, ContentType=content_type
+            ),
+        )
+        return self.location.uri(name)
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Keys under ``<prefix>/<prefix arg>``, relative to this location's prefix."""
+        base = (
+            self.location.key(prefix)
+            if prefix
+            else (self.location.prefix + "/" if self.location.prefix else "")
+        )
+        strip = len(self.location.prefix) + 1 if self.location.prefix else 0
+        return [k[strip:] for k in self._list(base)]
+
     def read_json(self, name: str) -> Any | None:
         data = self.read_bytes(name)
         return None if data is None else json.loads(data)

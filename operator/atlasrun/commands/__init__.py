@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-atlas": ("interop", "export a results dir in the MCP-Atlas harness's columns"),
     "judge-eval": ("judge_eval", "measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa"),
     "import-atlas": ("interop", "import results of the MCP-Atlas harness as a results dir"),
+    "pull": ("pull", "bring a cluster run's results (S3) into a local results directory"),
     "report": ("report", "write OUT/report.html: tables, charts and a per-task drill-down"),
     "servers": ("servers", "the MCP server catalog"),
     "rescore": ("rescore", "judge a finished run's saved answers again (no agent reruns)"),

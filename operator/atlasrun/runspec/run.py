@@ -168,6 +168,8 @@ class ClusterSpec(_Spec):
     # {claimName: x, readOnly: true}} or {configMap: {name: y}}): copied into each pod's own
     # data volume before its servers start. None: an empty data volume.
     data_volume: dict[str, Any] | None = None
+    # Work items per Indexed Job (one Job per model and chunk; the completion index picks the item).
+    items_per_job: int = Field(default=100, ge=1, le=10_000)
 
 
 class RunSpecBody(_Spec):
@@ -179,6 +181,9 @@ class RunSpecBody(_Spec):
     repeats: int = Field(default=1, ge=1, le=100)
     parallelism: int = Field(default=8, ge=1, le=1024)
     pass_threshold: float = Field(default=0.75, gt=0, le=1)
+    # Cluster mode: the run ends Failed when more than this share of its finished items errored
+    # (None: only when every item errored).
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
     data_dir: str | None = None  # the data root offline servers see (local mode)
     data_mount: str = "/data"  # the path the model sees for the data root
     output: OutputSpec = Field(default_factory=OutputSpec)

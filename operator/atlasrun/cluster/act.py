@@ -1,0 +1,267 @@
+"""Act: the only module that writes. Applies a ``Decision`` in an order that is safe to interrupt.
+
+1. The content-addressed task document goes to object storage (before anything names it).
+2. The status patch (only when something changed), with the run's resourceVersion as a
+   precondition: a chunk's counts and its ``chunksDone`` mark land together or not at all, and a
+   stale leader's write is refused (409) instead of counting twice.
+3. Only then are counted Jobs deleted, new chunks created (deterministic names: a 409 means it
+   exists), Jobs' parallelism and suspend patched, Events posted, metrics updated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from atlasrun.cluster import metrics
+from atlasrun.cluster.contract import GROUP, PLURAL, VERSION, TasksRef, WorkUnit
+from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
+from atlasrun.cluster.observe import Context, Settings
+from atlasrun.cluster.reconcile import Chunk, Decision
+from atlasrun.cluster.store import S3Results, parse_s3_uri
+from atlasrun.errors import AtlasError
+from atlasrun.redact import scrub
+from atlasrun.runspec.run import API_VERSION
+from atlasrun.tasks.model import TaskLimits
+
+log = logging.getLogger("atlasrun.act")
+
+
+class Conflict(Exception):
+    """The run changed since it was observed (409 on the status patch): observe again."""
+
+
+class UploadFailed(Exception):
+    """The task document could not be stored."""
+
+
+@dataclass
+class Result:
+    run: dict[str, Any] | None = None  # the run as the status patch returned it
+
+
+class Actor:
+    def __init__(self, settings: Settings | None = None) -> None:
+        from kubernetes import client
+
+        self.client = client
+        self.core, self.batch = client.CoreV1Api(), client.BatchV1Api()
+        self.custom, self.networking = client.CustomObjectsApi(), client.NetworkingV1Api()
+        self.settings = settings or Settings.from_env()
+        self._ensured: set[str] = set()  # run UIDs whose ConfigMap and policy exist
+
+    # ------------------------------------------------------------------ entry point
+
+    def apply(self, run: Mapping[str, Any], ctx: Context, d: Decision) -> Result:
+        from kubernetes.client.rest import ApiException
+
+        result = Result()
+        if ctx.upload and "tasks" in d.status_patch:
+            self._upload(*ctx.upload)
+        if d.status_patch:
+            body = {
+                "metadata": {"resourceVersion": run["metadata"]["resourceVersion"]},
+                "status": d.status_patch,
+            }
+            try:
+                result.run = self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, ctx.namespace, PLURAL, ctx.name, body
+                )
+            except ApiException as exc:
+                if exc.status == 409:
+                    raise Conflict(ctx.name) from exc
+                raise
+        for name in d.delete:
+            self._ignore(
+                404,
+                lambda n=name: self.batch.delete_namespaced_job(
+                    n, ctx.namespace, propagation_policy="Background"
+                ),
+            )
+        if d.create:
+            self._ensure_run_objects(ctx)
+            for chunk, width in d.create:
+                job = self._render(ctx, chunk, width, d)
+                self._ignore(409, lambda j=job: self.batch.create_namespaced_job(ctx.namespace, j))
+        patches: dict[str, dict[str, Any]] = {}
+        for name, width in d.parallelism.items():
+            patches.setdefault(name, {})["parallelism"] = width
+        for name in d.suspend:
+            patches.setdefault(name, {})["suspend"] = True
+        for name in d.resume:
+            patches.setdefault(name, {})["suspend"] = False
+        for name, spec in patches.items():
+            self._ignore(
+                404, lambda n=name, s=spec: self.batch.patch_namespaced_job(n, ctx.namespace, {"spec": s})
+            )
+        for kind, reason, message in d.events:
+            self._event(ctx, kind, reason, message)
+        for outcome in d.accounted:
+            metrics.task_finished(ctx.name, outcome)
+        if d.status_patch:
+            metrics.run_status(ctx.name, d.phase, d.status.get("models") or {})
+        return result
+
+    # ------------------------------------------------------------------ pieces
+
+    def _upload(self, uri: str, data: bytes) -> None:
+        from atlasrun.cluster.store import StoreError
+
+        location = parse_s3_uri(uri, "task document")
+        parent, _, key = location.prefix.rpartition("/")
+        try:
+            store = S3Results(
+                f"s3://{location.bucket}/{parent}", self.settings.s3_endpoint, attempts=3, backoff_s=0.5
+            )
+            if store.read_bytes(key) is None:  # content-addressed: present means identical
+                store.put_bytes(key, data)
+        except (StoreError, AtlasError) as exc:
+            raise UploadFailed(str(exc)) from exc
+
+    def _ensure_run_objects(self, ctx: Context) -> None:
+        """The run's ConfigMap (run.yaml, no tasks) and network policy, once per run."""
+        if ctx.uid in self._ensured:
+            return
+        import yaml
+
+        assert ctx.body is not None and ctx.catalog is not None
+        owner = owner_reference(ctx.name, ctx.uid)
+        run_file = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {"name": ctx.name},
+            "spec": ctx.spec,
+        }
+        configmap = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": config_map_name(ctx.name),
+                "labels": run_labels(ctx.name),
+                "ownerReferences": [owner],
+            },
+            "data": {"run.yaml": yaml.safe_dump(run_file)},
+        }
+        self._ignore(409, lambda: self.core.create_namespaced_config_map(ctx.namespace, configmap))
+        servers = sorted({s for t in ctx.tasks.values() for s in self._servers(ctx, t.id)})
+        policy = render_network_policy(
+            ctx.name,
+            ctx.namespace,
+            ctx.uid,
+            ctx.body,
+            [ctx.catalog.get(s) for s in servers],
+            s3_endpoint=self.settings.s3_endpoint,
+        )
+        if policy and policy["kind"] == "NetworkPolicy":
+            self._ignore(409, lambda: self.networking.create_namespaced_network_policy(ctx.namespace, policy))
+        elif policy:
+            namespace = ctx.namespace
+            self._ignore(
+                409,
+                lambda: self.custom.create_namespaced_custom_object(
+                    "cilium.io", "v2", namespace, "ciliumnetworkpolicies", policy
+                ),
+            )
+        self._ensured.add(ctx.uid)
+
+    @staticmethod
+    def _servers(ctx: Context, task_id: str) -> list[str]:
+        from atlasrun.servers.selection import enabled_servers, task_servers
+
+        assert ctx.body is not None and ctx.catalog is not None
+        by_name = ctx.catalog.by_name()
+        enabled = set(enabled_servers(ctx.body.servers.enabled, by_name))
+        return [
+            s
+            for s in task_servers(ctx.tasks[task_id], enabled).connect
+            if by_name.get(s) and ctx.catalog.get(s).image
+        ]
+
+    def _render(self, ctx: Context, chunk: Chunk, width: int, d: Decision) -> dict[str, Any]:
+        assert ctx.body is not None and ctx.catalog is not None and ctx.runner_image
+        pin = TasksRef.model_validate(d.status["tasks"])
+        unit = WorkUnit(
+            run=ctx.name,
+            model=chunk.model,
+            chunk=chunk.index,
+            items=list(chunk.items),
+            tasks=pin,
+            results_uri=str(d.status.get("resultsURI") or ""),
+        )
+        model = next(m for m in ctx.body.models if m.name == chunk.model)
+        return render_job(
+            ctx.name,
+            ctx.uid,
+            ctx.namespace,
+            ctx.body,
+            model,
+            unit,
+            [ctx.catalog.get(s) for s in chunk.servers],
+            runner_image=ctx.runner_image,
+            spec_configmap=config_map_name(ctx.name),
+            s3_secret=ctx.body.output.credentials_secret,
+            s3_endpoint=self.settings.s3_endpoint,
+            parallelism=width,
+            tasks_configmap=ctx.source_configmap if pin.path else None,
+            task_limits=longest_limits([ctx.tasks[t].limits for t, _ in chunk.items if t in ctx.tasks]),
+        )
+
+    def _event(self, ctx: Context, kind: str, reason: str, message: str) -> None:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{ctx.name}.", "namespace": ctx.namespace},
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": ctx.name,
+                "namespace": ctx.namespace,
+                "uid": ctx.uid,
+            },
+            "type": kind,
+            "reason": reason,
+            "message": scrub(message)[:1024],
+            "source": {"component": "atlasrun-operator"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(ctx.namespace, event)
+        except Exception as exc:  # an Event is best effort: never fail a pass for it
+            log.warning("cannot post event %s for %s: %s", reason, ctx.name, exc)
+
+    @staticmethod
+    def _ignore(status: int, call: Any) -> Any:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status != status:
+                raise
+            return None
+
+
+def config_map_name(run: str) -> str:
+    return f"atlasrun-{run}"[:253]
+
+
+def longest_limits(limits: list[TaskLimits | None]) -> TaskLimits:
+    """The largest of each per-task limit (a chunk's pods share one deadline)."""
+    values: dict[str, Any] = {}
+    for item in limits:
+        if item is None:
+            continue
+        for key, value in item.model_dump().items():
+            if value is not None and (values.get(key) is None or value > values[key]):
+                values[key] = value
+    return TaskLimits(**values)
+
+
+__all__ = ["Actor", "Conflict", "UploadFailed", "config_map_name", "owner_reference"]

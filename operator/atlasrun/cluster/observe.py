@@ -1,0 +1,525 @@
+"""Observe: one read-only snapshot of a run for ``reconcile.decide``.
+
+Reads the run (as the watch delivered it), its pinned task document (once per process: cached by
+digest), its Jobs (one LIST by label; only Jobs whose ownerReference is this run's UID are
+adopted), the pods of finished Jobs not yet counted (one LIST per such Job: the last attempt of
+each completion index, its termination message, else the stored result in object storage) and,
+only while pods wait, what holds them (Pending pods, the Job controller's FailedCreate Events).
+Nothing here writes; the content-addressed copy of a new task document is handed to ``act``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from atlasrun.cluster.contract import (
+    ANNOTATION_INDEX,
+    ANNOTATION_MODEL,
+    ENV_WORK_UNIT,
+    LABEL_CHUNK,
+    LABEL_JOB_NAME,
+    RUNNER,
+    TasksRef,
+    WorkUnit,
+    parse_summary,
+)
+from atlasrun.cluster.images import unpinned_images
+from atlasrun.cluster.manifests import TASKS_DIR, run_labels
+from atlasrun.cluster.reconcile import (
+    HEALTH_RECHECK_S,
+    JobObs,
+    PlannedTask,
+    Record,
+    Snapshot,
+    TasksObs,
+    parse_ranges,
+    record,
+)
+from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
+from atlasrun.errors import AtlasError, format_validation
+from atlasrun.runspec.run import RunSpecBody
+from atlasrun.servers.catalog import Catalog, load_catalog
+from atlasrun.servers.selection import enabled_servers, task_servers
+from atlasrun.tasks.loader import load_tasks
+from atlasrun.tasks.model import Task
+
+TASK_PREFIX = "tasks"
+
+
+@dataclass
+class Settings:
+    runner_image: str | None = None
+    s3_endpoint: str | None = None
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(os.environ.get("ATLAS_RUNNER_IMAGE") or None, os.environ.get("ATLAS_S3_ENDPOINT") or None)
+
+
+@dataclass
+class Context:
+    """What ``act`` needs beyond the decision: the parsed spec, catalog, tasks, image."""
+
+    name: str
+    namespace: str
+    uid: str
+    body: RunSpecBody | None = None
+    spec: dict[str, Any] = field(default_factory=dict)  # as the user wrote it (the pods' run.yaml)
+    catalog: Catalog | None = None
+    runner_image: str | None = None
+    tasks: dict[str, Task] = field(default_factory=dict)
+    upload: tuple[str, bytes] | None = None  # (s3 uri, bytes): the task document to store first
+    source_configmap: tuple[str, str] | None = None  # pods mount it (no object storage)
+
+
+@dataclass
+class _Loaded:
+    obs: TasksObs
+    tasks: dict[str, Task]
+    upload: tuple[str, bytes] | None = None
+    configmap: tuple[str, str] | None = None
+
+
+class ApiReader:
+    """The reads observe makes, as plain JSON (the client's model classes cost seconds per
+    thousand objects)."""
+
+    def __init__(self) -> None:
+        from kubernetes import client
+
+        self.core, self.batch = client.CoreV1Api(), client.BatchV1Api()
+
+    def list(self, kind: str, namespace: str, **params: Any) -> list[dict[str, Any]]:
+        call = {
+            "jobs": self.batch.list_namespaced_job,
+            "pods": self.core.list_namespaced_pod,
+            "events": self.core.list_namespaced_event,
+        }[kind]
+        response = call(namespace, _preload_content=False, **params)
+        return list(json.loads(response.data).get("items") or [])
+
+    def config_map(self, namespace: str, name: str) -> dict[str, Any]:
+        response = self.core.read_namespaced_config_map(name, namespace, _preload_content=False)
+        return dict(json.loads(response.data))
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def results_uri(body: RunSpecBody, run: str) -> str:
+    if not body.output.bucket:
+        return ""
+    prefix = body.output.prefix.strip("/")
+    return f"s3://{body.output.bucket}/{prefix + '/' if prefix else ''}{run}/"
+
+
+def tasks_uri(body: RunSpecBody, digest: str) -> str:
+    """``s3://<bucket>/<prefix>/tasks/<sha256>``: shared by every run of the prefix (content-addressed)."""
+    prefix = body.output.prefix.strip("/")
+    return f"s3://{body.output.bucket}/{prefix + '/' if prefix else ''}{TASK_PREFIX}/{digest}"
+
+
+class Observer:
+    """Builds snapshots; keeps only caches that a restart may lose (parsed task documents)."""
+
+    def __init__(
+        self,
+        api: ApiReader | None = None,
+        settings: Settings | None = None,
+        store: Callable[[str], S3Results] | None = None,
+    ) -> None:
+        self.api = api or ApiReader()
+        self.settings = settings or Settings.from_env()
+        self._store = store
+        self._tasks: dict[tuple[str, str], _Loaded] = {}  # (run uid, sha256) -> parsed
+        self._health_at: dict[str, float] = {}
+        self._health: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    def store(self, uri: str) -> S3Results:
+        if self._store is not None:
+            return self._store(uri)
+        try:
+            return S3Results(uri, self.settings.s3_endpoint, attempts=3, backoff_s=0.5)
+        except AtlasError as exc:  # e.g. the operator has no credentials: the store is unusable
+            raise StoreError(f"object storage is not usable by the operator: {exc}") from exc
+
+    # ------------------------------------------------------------------ the snapshot
+
+    def snapshot(self, run: Mapping[str, Any]) -> tuple[Snapshot, Context]:
+        meta, status = run["metadata"], dict(run.get("status") or {})
+        name, namespace, uid = meta["name"], meta["namespace"], meta["uid"]
+        ctx = Context(name, namespace, uid, spec=dict(run.get("spec") or {}))
+        base = {"name": name, "uid": uid, "generation": int(meta.get("generation") or 0), "status": status}
+        base["now"] = now()
+        try:
+            body = RunSpecBody.model_validate(dict(run.get("spec") or {}))
+        except ValidationError as exc:
+            return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
+        ctx.body = body
+        base["results_uri"] = results_uri(body, name)
+        catalog = load_catalog()
+        ctx.catalog = catalog = catalog.merged(body.servers.inline) if body.servers.inline else catalog
+        ctx.runner_image = body.cluster.runner_image or self.settings.runner_image
+        if not ctx.runner_image:
+            problem = ("NoRunnerImage", "set spec.cluster.runnerImage (or the operator's default)")
+            return Snapshot(body=body, problems=(problem,), **base), ctx
+        unpinned = unpinned_images(body, catalog, runner_image=ctx.runner_image)
+        if unpinned and not body.cluster.allow_unpinned_images:
+            message = (
+                f"images must be pinned by digest (name@sha256:...): {', '.join(unpinned)}; "
+                "set spec.cluster.allowUnpinnedImages to accept tags"
+            )
+            return Snapshot(body=body, problems=(("UnpinnedImage", message),), **base), ctx
+        loaded = self._load_tasks(body, catalog, namespace, uid, status.get("tasks") or {})
+        ctx.tasks, ctx.upload, ctx.source_configmap = loaded.tasks, loaded.upload, loaded.configmap
+        if loaded.obs.error:
+            return Snapshot(body=body, tasks=loaded.obs, **base), ctx
+        jobs = self._jobs(namespace, name, uid, status)
+        health = self._check_health(namespace, name, jobs)
+        return Snapshot(body=body, tasks=loaded.obs, jobs=tuple(jobs), health=health, **base), ctx
+
+    def forget(self, uid: str, key: str) -> None:
+        """Drop what is cached for a deleted run (``key``: namespace/name)."""
+        for cached in [k for k in self._tasks if k[0] == uid]:
+            del self._tasks[cached]
+        self._health_at.pop(key, None)
+        self._health.pop(key, None)
+
+    # ------------------------------------------------------------------ tasks
+
+    def _load_tasks(
+        self, body: RunSpecBody, catalog: Catalog, namespace: str, uid: str, pinned: Mapping[str, Any]
+    ) -> _Loaded:
+        digest = pinned.get("sha256")
+        if digest and (uid, digest) in self._tasks:
+            return self._tasks[(uid, digest)]
+        try:
+            name, data, configmap = self._read_source(body, namespace, pinned)
+        except StoreError as exc:
+            return _Loaded(TasksObs(error=("ObjectStoreUnavailable", str(exc))), {})
+        except AtlasError as exc:
+            return _Loaded(TasksObs(error=("InvalidTasks", str(exc))), {})
+        except Exception as exc:  # the API (ConfigMap read): missing, forbidden
+            status = getattr(exc, "status", None)
+            if status is None:
+                raise
+            return _Loaded(TasksObs(error=("InvalidTasks", f"cannot read the tasks: {exc.reason}")), {})  # type: ignore[attr-defined]
+        sha = hashlib.sha256(data).hexdigest()
+        if digest and sha != digest:
+            message = f"the task document changed since the run pinned it (sha256 {digest[:12]}..., now {sha[:12]}...)"
+            return _Loaded(TasksObs(error=("InvalidTasks", message)), {})
+        if body.output.bucket:
+            ref = TasksRef(sha256=sha, uri=tasks_uri(body, sha), name=name)
+            upload = None if digest else (ref.uri or "", data)
+            configmap = None
+        elif configmap:
+            ref, upload = TasksRef(sha256=sha, path=f"{TASKS_DIR}/{name}", name=name), None
+        else:
+            ref, upload = TasksRef(sha256=sha, uri=body.tasks.uri, name=name), None
+        try:
+            loaded = _parse(body, catalog, name, data)
+        except AtlasError as exc:
+            return _Loaded(TasksObs(error=("InvalidTasks", str(exc))), {})
+        runnable, excluded, by_id = loaded
+        if not runnable and not excluded:
+            return _Loaded(TasksObs(error=("InvalidTasks", "the task document has no tasks")), {})
+        result = _Loaded(TasksObs(ref, tuple(runnable), tuple(excluded)), by_id, upload, configmap)
+        self._tasks[(uid, sha)] = result
+        return result
+
+    def _read_source(
+        self, body: RunSpecBody, namespace: str, pinned: Mapping[str, Any]
+    ) -> tuple[str, bytes, tuple[str, str] | None]:
+        """(file name, bytes, (ConfigMap, key) if from one). A pinned S3 copy is read instead of
+        the source: what the run started with, whatever happened to the source since."""
+        source = body.tasks
+        if pinned.get("uri"):
+            location = parse_s3_uri(str(pinned["uri"]), "status.tasks.uri")
+            parent, _, key = location.prefix.rpartition("/")
+            data = self.store(f"s3://{location.bucket}/{parent}").read_bytes(key)
+            if data is None:
+                raise AtlasError(f"{pinned['uri']}: the pinned task document is gone")
+            return str(pinned.get("name") or "tasks.yaml"), data, None
+        if source.config_map:
+            cm = self.api.config_map(namespace, source.config_map)
+            data_map = cm.get("data") or {}
+            found: str | None = (
+                source.path
+                if source.path in data_map
+                else next(
+                    (k for k in sorted(data_map) if k.endswith((".yaml", ".yml", ".json", ".jsonl", ".csv"))),
+                    None,
+                )
+            )
+            if found is None:
+                raise AtlasError(
+                    f"ConfigMap {source.config_map!r} has no task file key (.yaml, .json, .jsonl, .csv)"
+                )
+            return found, str(data_map[found]).encode("utf-8"), (source.config_map, found)
+        if source.uri:
+            location = parse_s3_uri(source.uri, "spec.tasks.uri")
+            parent, _, key = location.prefix.rpartition("/")
+            if not key:
+                raise AtlasError(f"{source.uri!r} names no object (expected s3://bucket/path/file.yaml)")
+            data = self.store(f"s3://{location.bucket}/{parent}").read_bytes(key)
+            if data is None:
+                raise AtlasError(f"{source.uri}: no such object")
+            return key, data, None
+        if source.path:
+            return Path(source.path).name, Path(source.path).read_bytes(), None
+        raise AtlasError("tasks.dataset needs a reachable Hugging Face hub; use configMap or uri")
+
+    # ------------------------------------------------------------------ Jobs
+
+    def _jobs(self, namespace: str, run: str, uid: str, status: Mapping[str, Any]) -> list[JobObs]:
+        selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
+        done = {m: parse_ranges(s.get("chunksDone")) for m, s in (status.get("models") or {}).items()}
+        jobs = []
+        for job in self.api.list("jobs", namespace, label_selector=selector):
+            meta = job["metadata"]
+            if not any(o.get("uid") == uid for o in meta.get("ownerReferences") or []):
+                continue  # not this run's (a namesake's leftovers): never adopted
+            model = (meta.get("annotations") or {}).get(ANNOTATION_MODEL)
+            chunk = (meta.get("labels") or {}).get(LABEL_CHUNK)
+            if model is None or chunk is None or not chunk.isdigit():
+                continue
+            spec, st = job.get("spec") or {}, job.get("status") or {}
+            conditions = {c["type"]: c for c in st.get("conditions") or [] if c.get("status") == "True"}
+            finished = "Complete" in conditions or "Failed" in conditions
+            failure = None
+            if "Failed" in conditions:
+                c = conditions["Failed"]
+                failure = f"{c.get('reason', '')}: {c.get('message', '')}".strip(": ")
+            obs = JobObs(
+                name=meta["name"],
+                model=model,
+                chunk=int(chunk),
+                completions=int(spec.get("completions") or 0),
+                parallelism=int(spec.get("parallelism") or 0),
+                active=int(st.get("active") or 0),
+                ready=int(st.get("ready") or 0),
+                completed=frozenset(parse_ranges(st.get("completedIndexes"))),
+                failed_indexes=frozenset(parse_ranges(st.get("failedIndexes"))),
+                finished=finished,
+                suspended=bool(spec.get("suspend")),
+                deleting=bool(meta.get("deletionTimestamp")),
+                failure=failure,
+            )
+            if finished and int(chunk) not in done.get(model, set()) and not obs.deleting:
+                outcomes, error = self._outcomes(namespace, job, obs)
+                obs = JobObs(**{**obs.__dict__, "outcomes": outcomes, "outcomes_error": error})
+            jobs.append(obs)
+        return jobs
+
+    def _outcomes(
+        self, namespace: str, job: Mapping[str, Any], obs: JobObs
+    ) -> tuple[dict[int, Record] | None, str | None]:
+        """Each index's outcome: its last attempt's termination message, else the stored result."""
+        pods = self.api.list("pods", namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
+        last: dict[int, dict[str, Any]] = {}
+        last_ok: dict[int, dict[str, Any]] = {}
+        for pod in pods:
+            index = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_INDEX)
+            if index is None or not index.isdigit():
+                continue
+            key = (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
+            i = int(index)
+            if i not in last or key > _pod_key(last[i]):
+                last[i] = pod
+            if (pod.get("status") or {}).get("phase") == "Succeeded" and (
+                i not in last_ok or key > _pod_key(last_ok[i])
+            ):
+                last_ok[i] = pod
+        outcomes: dict[int, Record] = {}
+        missing: list[int] = []
+        for i in range(obs.completions):
+            attempt: dict[str, Any] | None
+            if i in obs.completed:
+                attempt, failed = last_ok.get(i) or last.get(i), False
+            elif i in obs.failed_indexes:
+                attempt, failed = last.get(i), True
+            else:
+                continue  # never finished (the Job as a whole failed): decide records job_failed
+            summary = parse_summary(_runner_message(attempt)) if attempt else None
+            if summary is None:
+                missing.append(i)
+            else:
+                outcomes[i] = record(summary, obs.model, failed)
+            if summary is None and failed:
+                outcomes[i] = record(None, obs.model, True, _pod_failure(attempt) or obs.failure)
+        if missing:
+            error = self._stored(job, obs, missing, outcomes)
+            if error:
+                return None, error
+        return outcomes, None
+
+    def _stored(
+        self, job: Mapping[str, Any], obs: JobObs, indexes: list[int], outcomes: dict[int, Record]
+    ) -> str | None:
+        """Outcomes of indexes whose pods are gone, from the results in object storage."""
+        unit = _unit_of(job)
+        if unit is None or not unit.results_uri:
+            return None
+        try:
+            store = self.store(unit.results_uri)
+            for i in indexes:
+                task_id, repeat = unit.item(i)
+                result = store.get_result(unit.model, task_id, repeat)
+                if result is not None:
+                    outcomes[i] = record(
+                        {
+                            "status": result.status,
+                            "passed": result.passed,
+                            "coverage": result.coverage,
+                            "wall_s": result.wall_s,
+                            "error_kind": result.error_kind,
+                            "reason": result.reason,
+                        },
+                        obs.model,
+                        i in obs.failed_indexes,
+                    )
+        except (StoreError, AtlasError) as exc:
+            return str(exc)
+        return None
+
+    # ------------------------------------------------------------------ what holds pods
+
+    def _check_health(self, namespace: str, run: str, jobs: list[JobObs]) -> tuple[tuple[str, str], ...]:
+        live = [j for j in jobs if not j.finished and not j.deleting and not j.suspended]
+        starved = [j for j in live if j.active < min(j.parallelism, j.remaining)]
+        waiting = [j for j in live if j.active > j.ready]
+        key = f"{namespace}/{run}"
+        if not starved and not waiting:
+            self._health.pop(key, None)
+            return ()
+        if time.monotonic() - self._health_at.get(key, -1e9) < HEALTH_RECHECK_S / 2:
+            return self._health.get(key, ())
+        self._health_at[key] = time.monotonic()
+        found: list[tuple[str, str]] = []
+        if waiting:
+            selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
+            for pod in self.api.list(
+                "pods", namespace, label_selector=selector, field_selector="status.phase=Pending"
+            ):
+                problem = _pod_problem(pod)
+                if problem and problem not in found:
+                    found.append(problem)
+        if starved:
+            names = {j.name for j in starved}
+            events = self.api.list(
+                "events", namespace, field_selector="involvedObject.kind=Job,reason=FailedCreate"
+            )
+            for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or ""):
+                if (event.get("involvedObject") or {}).get("name") in names and "quota" in (
+                    event.get("message") or ""
+                ):
+                    found = [p for p in found if p[0] != "QuotaExceeded"]
+                    found.append(
+                        (
+                            "QuotaExceeded",
+                            f"the Job controller cannot create pods: {event.get('message', '')}",
+                        )
+                    )
+        result = tuple(found[:1]) + tuple(p for p in found[1:] if p[0] != found[0][0]) if found else ()
+        self._health[key] = result
+        return result
+
+
+def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+    return (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
+
+
+def _runner_message(pod: Mapping[str, Any]) -> str | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if status.get("name") == RUNNER and terminated.get("message"):
+            return str(terminated["message"])
+    return None
+
+
+def _pod_failure(pod: Mapping[str, Any] | None) -> str | None:
+    if not pod:
+        return None
+    st = pod.get("status") or {}
+    return " ".join(x for x in (st.get("reason"), st.get("message")) if x) or None
+
+
+def _pod_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    st = pod.get("status") or {}
+    name = pod["metadata"]["name"]
+    for c in st.get("conditions") or []:
+        if (
+            c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+        ):
+            return "Unschedulable", f"pod {name} cannot be scheduled: {c.get('message', '')}"
+    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+            return (
+                "ImagePullBackOff",
+                f"pod {name} container {cs.get('name')} cannot pull {cs.get('image', '')}: "
+                f"{waiting.get('message') or waiting.get('reason')}",
+            )
+    return None
+
+
+def _unit_of(job: Mapping[str, Any]) -> WorkUnit | None:
+    for container in job["spec"]["template"]["spec"].get("containers") or []:
+        for env in container.get("env") or []:
+            if env.get("name") == ENV_WORK_UNIT and env.get("value"):
+                try:
+                    return WorkUnit.model_validate_json(env["value"])
+                except ValidationError:
+                    return None
+    return None
+
+
+def _parse(
+    body: RunSpecBody, catalog: Catalog, name: str, data: bytes
+) -> tuple[list[PlannedTask], list[tuple[str, str]], dict[str, Task]]:
+    with tempfile.TemporaryDirectory(prefix="atlas-tasks-") as tmp:
+        path = Path(tmp) / Path(name).name
+        path.write_bytes(data)
+        loaded = load_tasks(path)
+    tasks = loaded.tasks
+    source = body.tasks
+    if source.ids is not None:
+        wanted = set(source.ids)
+        tasks = [t for t in tasks if t.id in wanted]
+    if source.limit:
+        tasks = tasks[: source.limit]
+    by_name = catalog.by_name()
+    enabled = set(enabled_servers(body.servers.enabled, by_name))
+    runnable: list[PlannedTask] = []
+    excluded: list[tuple[str, str]] = [
+        (r.where, f"rejected: {r.field}: {r.message}") for r in loaded.rejected
+    ]
+    by_id: dict[str, Task] = {}
+    for task in tasks:
+        servers = task_servers(task, enabled)
+        missing = [
+            s for s in servers.required if s not in enabled or not by_name.get(s) or not catalog.get(s).image
+        ]
+        if missing:
+            excluded.append(
+                (task.id, f"needs server(s) not enabled or without an image: {', '.join(missing)}")
+            )
+            continue
+        connect = tuple(s for s in servers.connect if by_name.get(s) and catalog.get(s).image)
+        runnable.append(PlannedTask(task.id, connect))
+        by_id[task.id] = task
+    return runnable, excluded, by_id
