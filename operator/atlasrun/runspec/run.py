@@ -81,6 +81,33 @@ class TasksSource(_Spec):
         return self
 
 
+class Placement(_Spec):
+    """Where and how a run's pods are scheduled (cluster mode). Set per run in
+    ``spec.cluster.placement`` and per model in ``spec.models[].placement`` (the model's fields
+    win); unset fields keep the chart's defaults."""
+
+    runner_resources: dict[str, Any] | None = Field(
+        default=None, description="ResourceRequirements (requests/limits) of the runner container."
+    )
+    sidecar_resources: dict[str, Any] | None = Field(
+        default=None, description="ResourceRequirements of every MCP server sidecar."
+    )
+    node_selector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
+    tolerations: list[dict[str, Any]] | None = Field(default=None, description="Pod tolerations.")
+    affinity: dict[str, Any] | None = Field(default=None, description="Pod affinity.")
+    priority_class_name: str | None = Field(default=None, description="Pod priorityClassName.")
+    image_pull_secrets: list[str] | None = Field(
+        default=None, description="Names of Secrets used to pull the runner and server images."
+    )
+    service_account_name: str | None = Field(default=None, description="ServiceAccount the pods run as.")
+    data_volume_size: str | None = Field(
+        default=None, description="sizeLimit of each pod's data volume, a quantity like 2Gi."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=1, description="Job activeDeadlineSeconds (default: derived from the limits)."
+    )
+
+
 class ModelSpec(_Spec):
     name: SafeName  # display name, unique in the run
     model: str | None = None  # litellm model id; defaults to name ("replay" is built in)
@@ -90,6 +117,7 @@ class ModelSpec(_Spec):
     api_key_secret: SecretKeyRef | None = None  # cluster mode: where the key comes from
     max_concurrency: int = Field(default=4, ge=1)
     egress: Egress = Field(default_factory=Egress)  # cluster mode: the endpoint's hosts/CIDRs/ports
+    placement: Placement | None = None  # cluster mode: overrides spec.cluster.placement for this model
 
     @property
     def litellm_model(self) -> str:
@@ -168,6 +196,7 @@ class ClusterSpec(_Spec):
     # {claimName: x, readOnly: true}} or {configMap: {name: y}}): copied into each pod's own
     # data volume before its servers start. None: an empty data volume.
     data_volume: dict[str, Any] | None = None
+    placement: Placement = Field(default_factory=Placement)
 
 
 class RunSpecBody(_Spec):
