@@ -222,6 +222,8 @@ def test_images_lock_pins_install(helm: Path) -> None:
         ),
         (["--set", "networkPolicy.operator.enabled=true"], "/networkPolicy/operator/apiServerCIDRs"),
         (["--set", "replicaCount=2"], "additional properties 'replicaCount' not allowed"),
+        (["--set", "runPlacement.activeDeadlineSeconds=0"], "/runPlacement/activeDeadlineSeconds"),
+        (["--set", "policy.allowUnpinnedImages=maybe"], "/policy/allowUnpinnedImages"),
     ],
 )
 def test_schema_rejects_bad_values(helm: Path, bad: list[str], where: str) -> None:

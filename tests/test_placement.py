@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from atlasrun.cluster.placement import LABEL_QUEUE, apply_job_placement, apply_placement, merged
+import pytest
+
+from atlasrun.cluster.placement import (
+    DEFAULTS_ENV,
+    LABEL_QUEUE,
+    apply_job_placement,
+    apply_placement,
+    chart_defaults,
+    merged,
+)
+from atlasrun.errors import InputError
 from atlasrun.runspec.run import Placement, RunSpecBody
 
 
@@ -83,3 +93,11 @@ def test_kueue_queue_creates_suspended_labelled_job() -> None:
     assert out["spec"]["suspend"] is True and out["spec"]["activeDeadlineSeconds"] == 600
     plain = apply_job_placement(job(), Placement())
     assert plain == job()
+
+
+def test_chart_defaults_from_env() -> None:
+    env = {DEFAULTS_ENV: '{"priorityClassName": "batch", "dataVolumeSize": "8Gi"}'}
+    assert chart_defaults(env) == Placement(priority_class_name="batch", data_volume_size="8Gi")
+    assert chart_defaults({}) == Placement()
+    with pytest.raises(InputError, match=DEFAULTS_ENV):
+        chart_defaults({DEFAULTS_ENV: '{"hostNetwork": true}'})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from atlasrun.errors import InputError
 from atlasrun.runspec.run import Placement
 
 LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
@@ -74,3 +75,15 @@ def apply_job_placement(
         out["metadata"].setdefault("labels", {})[LABEL_QUEUE] = queue_name
         spec["suspend"] = True
     return out
+
+
+DEFAULTS_ENV = "ATLASRUN_PLACEMENT_DEFAULTS"
+
+
+def chart_defaults(environ: dict[str, str]) -> Placement:
+    """The chart's ``runPlacement`` values (JSON in ``ATLASRUN_PLACEMENT_DEFAULTS``); empty if unset."""
+    raw = environ.get(DEFAULTS_ENV, "").strip()
+    try:
+        return Placement.model_validate_json(raw) if raw else Placement()
+    except ValueError as exc:
+        raise InputError(f"invalid placement defaults: {exc}", where=DEFAULTS_ENV) from exc
