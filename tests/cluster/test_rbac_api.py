@@ -123,6 +123,14 @@ def test_aggregated_roles_give_edit_create_and_view_read(cp: ControlPlane, tmp_p
     assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
     deleted = cp.kubectl("delete", "atlasrun", "r1", kubeconfig=viewer, check=False)
     assert deleted.returncode != 0 and "forbidden" in deleted.stderr.lower()
+    # No operator runs here: the run carries no finalizer, so an editor's delete completes.
+    assert (
+        cp.kubectl("get", "atlasrun", "r1", "-n", "team-a", "-o", "jsonpath={.metadata.finalizers}").stdout
+        == ""
+    )
+    cp.kubectl("delete", "atlasrun", "r1", "--wait=true", "--timeout=30s", kubeconfig=editor)
+    gone = cp.kubectl("get", "atlasrun", "r1", "-n", "team-a", check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
 
 
 def _render_chart(tmp_path: Path) -> str:
