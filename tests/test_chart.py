@@ -222,6 +222,8 @@ def test_images_lock_pins_install(helm: Path) -> None:
         ),
         (["--set", "networkPolicy.operator.enabled=true"], "/networkPolicy/operator/apiServerCIDRs"),
         (["--set", "replicaCount=2"], "additional properties 'replicaCount' not allowed"),
+        (["--set", "runPlacement.activeDeadlineSeconds=0"], "/runPlacement/activeDeadlineSeconds"),
+        (["--set", "policy.allowUnpinnedImages=maybe"], "/policy/allowUnpinnedImages"),
     ],
 )
 def test_schema_rejects_bad_values(helm: Path, bad: list[str], where: str) -> None:
@@ -252,16 +254,17 @@ def test_variants_render_the_expected_objects(rendered: dict[str, list[dict[str,
     common += ["Role", "RoleBinding"]  # leader election's Lease (leaderElection.enabled, default true)
     operator_rbac = ["ClusterRole", "ClusterRoleBinding"]
     scanning_rbac = ["ClusterRole", "ClusterRoleBinding"]  # rbac.kopfScanning (default true)
-    assert kinds["default"] == sorted(common + operator_rbac + scanning_rbac)
-    assert kinds["monitoring"] == sorted(
-        common + operator_rbac + scanning_rbac + ["PrometheusRule", "ServiceMonitor"]
-    )
-    assert kinds["cilium"] == sorted(common + operator_rbac + scanning_rbac + ["NetworkPolicy"])
-    assert kinds["minimal"] == sorted(set(common) - {"ConfigMap"} | set(operator_rbac))
+    policy = ["ConfigMap"]  # values.policy for the operator
+    user_roles = ["ClusterRole", "ClusterRole"]  # atlasrun-view/atlasrun-edit (userRoles.create)
+    cluster_wide = operator_rbac + scanning_rbac + user_roles + policy
+    assert kinds["default"] == sorted(common + cluster_wide)
+    assert kinds["monitoring"] == sorted(common + cluster_wide + ["PrometheusRule", "ServiceMonitor"])
+    assert kinds["cilium"] == sorted(common + cluster_wide + ["NetworkPolicy"])
+    assert kinds["minimal"] == sorted(common + operator_rbac)  # the ConfigMap: policy, no dashboards
     # namespaced: a Role and RoleBinding per watched namespace; the only cluster-wide grant is
     # kopf's read-only scanning
     assert kinds["namespaced"] == sorted(
-        common + scanning_rbac + ["Role", "Role", "RoleBinding", "RoleBinding"]
+        common + policy + scanning_rbac + ["Role", "Role", "RoleBinding", "RoleBinding"]
     )
     namespaced = rendered["namespaced"]
     assert sorted(r["metadata"]["namespace"] for r in of_kind(namespaced, "Role")) == sorted(
@@ -403,6 +406,19 @@ def test_rbac_is_least_privilege(rendered: dict[str, list[dict[str, Any]]], vari
                 )
             assert not set(rule["resources"]) & FORBIDDEN_RESOURCES, (role["metadata"], rule)
             assert not set(rule["verbs"]) & FORBIDDEN_VERBS, (role["metadata"], rule)
+    # atlasrun-view/-edit are not bound: they aggregate into the built-in view/edit/admin roles.
+    user_roles = [r for r in roles if r["metadata"]["name"] in ("atlasrun-view", "atlasrun-edit")]
+    if variant not in ("minimal", "namespaced"):
+        runs = ("atlasrun.dev", "atlasruns")
+        by_name = {r["metadata"]["name"]: grants(r) for r in user_roles}
+        assert by_name["atlasrun-view"][runs] == {"get", "list", "watch"}
+        assert by_name["atlasrun-edit"] == {runs: {"create", "update", "patch", "delete"}}
+        labels = {r["metadata"]["name"]: r["metadata"]["labels"] for r in user_roles}
+        assert labels["atlasrun-view"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+        assert labels["atlasrun-edit"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    else:
+        assert not user_roles
+    roles = [r for r in roles if r not in user_roles]
     operator_roles = [
         r for r in roles if not r["metadata"]["name"].endswith(("-kopf-scanning", "-leader-election"))
     ]

@@ -62,16 +62,26 @@ SafeName = Annotated[str, AfterValidator(_path_safe)]
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
+    )
 
 
 class TasksSource(_Spec):
-    path: str | None = None  # local file (relative to the run file)
-    uri: str | None = None  # s3://bucket/key (cluster mode)
-    config_map: str | None = None  # ConfigMap name (cluster mode)
-    dataset: str | None = None  # Hugging Face dataset id (when a hub is reachable)
-    ids: list[str] | None = None  # only these task ids
+    """Where the tasks come from: exactly one of path, uri, configMap, dataset."""
+
+    path: str | None = None
+    """A local tasks file (JSONL/CSV/Parquet), relative to the run file."""
+    uri: str | None = None
+    """Cluster mode: an s3://bucket/key tasks file."""
+    config_map: str | None = None
+    """Cluster mode: the name of a ConfigMap holding the tasks file."""
+    dataset: str | None = None
+    """A Hugging Face dataset id (when a hub is reachable)."""
+    ids: list[str] | None = None
+    """Run only the tasks with these ids."""
     limit: int | None = Field(default=None, ge=1)
+    """Run at most this many tasks (the first ones, after ids)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> TasksSource:
@@ -81,15 +91,53 @@ class TasksSource(_Spec):
         return self
 
 
+class Placement(_Spec):
+    """Where and how a run's pods are scheduled (cluster mode). Set per run in
+    ``spec.cluster.placement`` and per model in ``spec.models[].placement`` (the model's fields
+    win); unset fields keep the chart's defaults."""
+
+    runner_resources: dict[str, Any] | None = Field(
+        default=None, description="ResourceRequirements (requests/limits) of the runner container."
+    )
+    sidecar_resources: dict[str, Any] | None = Field(
+        default=None, description="ResourceRequirements of every MCP server sidecar."
+    )
+    node_selector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
+    tolerations: list[dict[str, Any]] | None = Field(default=None, description="Pod tolerations.")
+    affinity: dict[str, Any] | None = Field(default=None, description="Pod affinity.")
+    priority_class_name: str | None = Field(default=None, description="Pod priorityClassName.")
+    image_pull_secrets: list[str] | None = Field(
+        default=None, description="Names of Secrets used to pull the runner and server images."
+    )
+    service_account_name: str | None = Field(default=None, description="ServiceAccount the pods run as.")
+    data_volume_size: str | None = Field(
+        default=None, description="sizeLimit of each pod's data volume, a quantity like 2Gi."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=1, description="Job activeDeadlineSeconds (default: derived from the limits)."
+    )
+
+
 class ModelSpec(_Spec):
-    name: SafeName  # display name, unique in the run
-    model: str | None = None  # litellm model id; defaults to name ("replay" is built in)
-    params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
+    """One model under evaluation; every task runs against each model."""
+
+    name: SafeName
+    """Display name, unique in the run; names result folders and Jobs."""
+    model: str | None = None
+    """The litellm model id (e.g. openai/gpt-4o); defaults to name. "replay" is built in."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Extra completion parameters passed to the provider (temperature, max_tokens, ...)."""
     api_base: str | None = None
-    api_key_env: str | None = None  # env var holding the key (a Secret key in cluster mode)
-    api_key_secret: SecretKeyRef | None = None  # cluster mode: where the key comes from
+    """The provider endpoint URL (OpenAI-compatible or litellm-supported)."""
+    api_key_env: str | None = None
+    """The environment variable holding the API key (local mode; in cluster mode the env var the key is put in)."""
+    api_key_secret: SecretKeyRef | None = None
+    """Cluster mode: the Secret key the API key comes from."""
     max_concurrency: int = Field(default=4, ge=1)
-    egress: Egress = Field(default_factory=Egress)  # cluster mode: the endpoint's hosts/CIDRs/ports
+    """At most this many tasks talk to this model at once."""
+    egress: Egress = Field(default_factory=Egress)
+    """Cluster mode: the hosts/CIDRs/ports of the endpoint, allowed by the run's NetworkPolicy."""
+    placement: Placement | None = None  # cluster mode: overrides spec.cluster.placement for this model
 
     @property
     def litellm_model(self) -> str:
@@ -97,44 +145,75 @@ class ModelSpec(_Spec):
 
 
 class SecretKeyRef(_Spec):
+    """A key in a Secret in the run's namespace."""
+
     name: str = Field(min_length=1)
+    """The Secret's name."""
     key: str = Field(min_length=1)
+    """The key inside the Secret."""
 
 
 class JudgeSpec(_Spec):
+    """A judge scoring answers: "deterministic" (claim matching) or an LLM judge."""
+
     name: SafeName
-    model: str | None = None  # litellm model id for LLM judges; None for "deterministic"
-    temperature: float = Field(default=0.0, ge=0.0)  # MCP-Atlas judges at 0; params.temperature wins
+    """Display name, unique in the run."""
+    model: str | None = None
+    """The litellm model id of an LLM judge; omitted for the deterministic judge."""
+    temperature: float = Field(default=0.0, ge=0.0)
+    """Sampling temperature of the judge (MCP-Atlas judges at 0); params.temperature wins."""
     params: dict[str, Any] = Field(default_factory=dict)
+    """Extra completion parameters for the judge model."""
     api_base: str | None = None
+    """The judge's provider endpoint URL."""
     api_key_env: str | None = None
+    """The environment variable holding the judge's API key."""
     api_key_secret: SecretKeyRef | None = None
+    """Cluster mode: the Secret key the judge's API key comes from."""
     max_concurrency: int = Field(default=8, ge=1)
+    """At most this many judge calls at once."""
     egress: Egress = Field(default_factory=Egress)
+    """Cluster mode: the hosts/CIDRs/ports of the judge endpoint, allowed by the NetworkPolicy."""
 
 
 class ServersSpec(_Spec):
-    catalog: str | None = None  # extra catalog file (relative to the run file)
+    """The MCP servers the tasks may use."""
+
+    catalog: str | None = None
+    """An extra server catalog file (relative to the run file) merged over the built-in one."""
     enabled: list[str] | None = Field(
         default=None,
         description="Servers this run may start. Omitted: every catalog server; an empty list: none "
         "(tasks that need a server are excluded). The same in local and cluster runs.",
     )
     inline: list[ServerSpec] = Field(default_factory=list)
+    """Servers defined in the run itself (they override catalog entries of the same name)."""
 
 
 class Limits(_Spec):
+    """Per-task limits; a task's own limits win."""
+
     max_turns: int = Field(default=50, ge=1)
+    """Model turns per task before it stops as max_turns."""
     max_tool_calls: int = Field(default=100, ge=1)
+    """Tool calls per task before it stops."""
     tool_timeout_s: float = Field(default=60.0, gt=0, alias="toolTimeoutSeconds")
+    """Seconds one tool call may take."""
     task_timeout_s: float = Field(default=900.0, gt=0, alias="taskTimeoutSeconds")
+    """Seconds one task may take, end to end."""
     # One provider call (each attempt); a call that hangs past it is retried, then a provider_timeout.
     provider_timeout_s: float = Field(default=600.0, gt=0, alias="providerTimeoutSeconds")
+    """Seconds one provider call (each attempt) may take before it is retried."""
     tool_output_chars: int = Field(default=20_000, ge=100)
+    """Tool output longer than this many characters is truncated before the model sees it."""
     server_start_timeout_s: float = Field(default=60.0, gt=0, alias="serverStartTimeoutSeconds")
+    """Seconds an MCP server may take to start and list its tools."""
     provider_retries: int = Field(default=6, ge=0)
+    """Retries of a failed provider call (429s, 5xx, timeouts)."""
     judge_retries: int = Field(default=3, ge=0)
+    """Retries of a failed judge call."""
     retry_backoff_s: float = Field(default=1.0, ge=0, alias="retryBackoffSeconds")
+    """Base of the exponential backoff between retries, in seconds."""
 
     def for_task(self, task: TaskLimits) -> Limits:
         update = {
@@ -147,47 +226,75 @@ class Limits(_Spec):
 
 
 class OutputSpec(_Spec):
-    dir: Annotated[str | None, AfterValidator(_inside)] = None  # local results directory
-    bucket: str | None = None  # cluster mode: S3 bucket
+    """Where results go."""
+
+    dir: Annotated[str | None, AfterValidator(_inside)] = None
+    """Local results directory (default runs/NAME); relative paths may not climb out with '..'."""
+    bucket: str | None = None
+    """Cluster mode: the S3 bucket results are written to."""
     prefix: str = ""
+    """Key prefix inside the bucket."""
     credentials_secret: str | None = None
+    """Cluster mode: the Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for the bucket."""
 
 
 class ClusterSpec(_Spec):
     """Cluster-mode settings (ignored by ``atlas run``)."""
 
-    runner_image: str | None = None  # image@sha256:... running one task per pod
-    allow_unpinned_images: bool = False  # accept image tags without @sha256 digests
+    runner_image: str | None = None
+    """The runner image (image@sha256:...) running one task per pod."""
+    allow_unpinned_images: bool = False
+    """Accept image tags without @sha256 digests (if the cluster's policy allows it)."""
     network_policy: Literal["vanilla", "cilium", "none"] = "vanilla"
-    queue_name: str | None = None  # Kueue LocalQueue (kueue.x-k8s.io/queue-name label)
-    suspend: bool = False  # stop creating Jobs; running ones are cancelled
+    """NetworkPolicy flavour: vanilla (Kubernetes NetworkPolicy), cilium (FQDN rules) or none."""
+    queue_name: str | None = None
+    """Kueue LocalQueue: Jobs are created suspended with the kueue.x-k8s.io/queue-name label."""
+    suspend: bool = False
+    """Stop creating Jobs; running ones are cancelled."""
     ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    """Seconds a finished Job is kept before Kubernetes deletes it."""
     backoff_limit: int = Field(default=2, ge=0, le=10)
+    """Pod retries per Job."""
     active_deadline_seconds: int | None = Field(default=None, ge=1)
+    """Job activeDeadlineSeconds (default: derived from the limits)."""
     # The data root the servers see (a Kubernetes VolumeSource, e.g. {persistentVolumeClaim:
     # {claimName: x, readOnly: true}} or {configMap: {name: y}}): copied into each pod's own
     # data volume before its servers start. None: an empty data volume.
     data_volume: dict[str, Any] | None = None
-    # Work items per Indexed Job (one Job per model and chunk; the completion index picks the item).
+    """The data root the servers see, a Kubernetes VolumeSource (e.g. persistentVolumeClaim or configMap), copied into each pod's own data volume; omitted: an empty one."""
     items_per_job: int = Field(default=100, ge=1, le=10_000)
+    """Work items per Indexed Job (one Job per model and chunk; the completion index picks the item)."""
+    placement: Placement = Field(default_factory=Placement)
+    """Scheduling overrides for every pod of the run."""
 
 
 class RunSpecBody(_Spec):
     tasks: TasksSource
+    """Where the tasks come from."""
     models: list[ModelSpec] = Field(min_length=1)
+    """The models under evaluation."""
     judges: list[JudgeSpec] = Field(default_factory=lambda: [JudgeSpec(name="deterministic")])
+    """The judges scoring the answers (default: deterministic)."""
     servers: ServersSpec = Field(default_factory=ServersSpec)
+    """The MCP servers the tasks may use."""
     limits: Limits = Field(default_factory=Limits)
+    """Per-task limits."""
     repeats: int = Field(default=1, ge=1, le=100)
+    """Times each (model, task) is run."""
     parallelism: int = Field(default=8, ge=1, le=1024)
+    """Tasks running at once (local processes or cluster Jobs)."""
     pass_threshold: float = Field(default=0.75, gt=0, le=1)
-    # Cluster mode: the run ends Failed when more than this share of its finished items errored
-    # (None: only when every item errored).
+    """Fraction of claims a task's answer must cover to pass."""
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
-    data_dir: str | None = None  # the data root offline servers see (local mode)
-    data_mount: str = "/data"  # the path the model sees for the data root
+    """Cluster mode: the run ends Failed when more than this share of its finished items errored (omitted: only when every item errored)."""
+    data_dir: str | None = None
+    """Local mode: the data root offline servers see."""
+    data_mount: str = "/data"
+    """The path the model sees for the data root."""
     output: OutputSpec = Field(default_factory=OutputSpec)
+    """Where results go."""
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    """Cluster-mode settings (ignored by atlas run)."""
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunSpecBody:

@@ -27,7 +27,9 @@ from atlasrun.tasks.documents import decode, load_yaml
 DEFAULT_CATALOG = Path(__file__).with_name("catalog.yaml")
 _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
 # Catalog files use snake_case; the AtlasRun resource uses camelCase. Both are accepted.
-_CONFIG = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+_CONFIG = ConfigDict(
+    extra="forbid", alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
+)
 
 
 class Package(BaseModel):
@@ -35,10 +37,13 @@ class Package(BaseModel):
 
     model_config = _CONFIG
     manager: Literal["npm", "pip"]
+    """The package registry: npm or pip."""
     name: str
+    """The package name in its registry."""
     version: str
-    # Extra pip requirements installed in the server's own venv (e.g. "mcp<2").
+    """The exact pinned version."""
     extra: list[str] = Field(default_factory=list)
+    """Extra pip requirements installed in the server's own venv (e.g. "mcp<2")."""
 
 
 class Egress(BaseModel):
@@ -46,8 +51,11 @@ class Egress(BaseModel):
 
     model_config = _CONFIG
     hosts: list[str] = Field(default_factory=list)
+    """Host names it connects to (FQDN rules with networkPolicy cilium)."""
     cidrs: list[str] = Field(default_factory=list)
+    """IP ranges it connects to (CIDR notation)."""
     ports: list[int] = Field(default_factory=list)
+    """TCP ports it connects to (empty: 443)."""
 
 
 class ServerSpec(BaseModel):
@@ -55,40 +63,45 @@ class ServerSpec(BaseModel):
 
     model_config = _CONFIG
     name: str
+    """Server name: lowercase letters, digits and hyphens; tools are prefixed with it."""
     description: str = ""
+    """What the server does."""
     bucket: str | None = None
+    """The MCP-Atlas group the server belongs to (for reports)."""
     transport: Literal["stdio", "http"] = "stdio"
+    """stdio (a subprocess) or http (a streamable-HTTP endpoint)."""
     command: str | None = None
+    """The command starting a stdio server (placeholders allowed)."""
     args: list[str] = Field(default_factory=list)
+    """Arguments of the command (placeholders allowed)."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of the server (placeholders allowed)."""
     cwd: str | None = None
-    # For transport http: the endpoint, e.g. "http://127.0.0.1:{port}/mcp".
+    """Working directory of the server (placeholders allowed)."""
     url: str | None = None
-    # Stateful servers get a fresh process per task; stateless ones may be pooled.
+    """For transport http: the endpoint, e.g. "http://127.0.0.1:{port}/mcp"."""
     stateful: bool = True
-    # Give each instance a private copy of the data root (servers that write to it).
+    """Stateful servers get a fresh process per task; stateless ones may be pooled."""
     isolate_data: bool = False
-    # How a stateful server gets fresh state per task (servers/pool.py):
-    # respawn (default): a new process per task, started when the task needs it;
-    # prestart: a new process per task, started ahead of need by a warm pool;
-    # reuse-with-fresh-data: one process serves one task at a time and gets a fresh copy of its
-    # data between tasks. Only for servers that keep no state outside their data directory,
-    # proven by a leak test (tests/test_isolation_reuse.py); needs isolate_data.
+    """Give each instance a private copy of the data root (servers that write to it)."""
     fresh: Literal["respawn", "prestart", "reuse-with-fresh-data"] = "respawn"
+    """How a stateful server gets fresh state per task (servers/pool.py): respawn (default): a new process per task, started when needed; prestart: a new process per task, started ahead of need by a warm pool; reuse-with-fresh-data: one process serves one task at a time and gets a fresh copy of its data between tasks (only for servers that keep no state outside their data directory, proven by tests/test_isolation_reuse.py; needs isolate_data)."""
     package: Package | None = None
-    # Secrets by env var name; values come from the environment (or a k8s Secret).
+    """The pinned registry package that provides the server."""
     secrets: list[str] = Field(default_factory=list)
+    """Secrets by env var name; values come from the environment (or a Kubernetes Secret)."""
     egress: Egress = Field(default_factory=Egress)
-    # Local mode: the server runs code of the model's choosing. Without a sandbox it refuses to
-    # start unless the host passes --unsafe-host-exec (servers/sandbox.py).
+    """Cluster mode: where the server may connect (NetworkPolicy egress rules)."""
     executes_code: bool = False
-    # Local mode: extra host paths the sandboxed server may read (its install dir is bound already).
+    """The server runs code of the model's choosing (local mode: needs a sandbox or --unsafe-host-exec)."""
     read_only_paths: list[str] = Field(default_factory=list)
-    # Cluster mode: image pinned by digest and the port of its HTTP bridge.
+    """Local mode: extra host paths the sandboxed server may read."""
     image: str | None = None
+    """Cluster mode: the server image, pinned by @sha256 digest."""
     port: int | None = None
-    # A cheap call used by `atlas servers check`: tool name (unprefixed) and arguments.
+    """Cluster mode: the port of the server's HTTP bridge."""
     check: dict[str, object] | None = None
+    """A cheap call used by `atlas servers check`: tool name (unprefixed) and arguments."""
 
     @field_validator("name")
     @classmethod

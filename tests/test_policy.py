@@ -1,0 +1,77 @@
+"""Tenancy policy (atlasrun.cluster.policy): violations name the spec field they concern."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from atlasrun.cluster.policy import ENV_VAR, Policy, check
+from atlasrun.errors import InputError
+from atlasrun.runspec.run import RunSpecBody
+
+PINNED = "ghcr.io/x/runner@sha256:" + "a" * 64
+
+
+def body(**extra: object) -> RunSpecBody:
+    raw = {"tasks": {"path": "t.jsonl"}, "models": [{"name": "m"}], **extra}
+    return RunSpecBody.model_validate(raw)
+
+
+def paths(spec: RunSpecBody, policy: Policy) -> list[str]:
+    return [v.path for v in check(spec, policy)]
+
+
+def test_default_policy_accepts_plain_run() -> None:
+    assert check(body(cluster={"runnerImage": PINNED}), Policy()) == []
+
+
+def test_host_path_data_volume_is_refused_by_default() -> None:
+    spec = body(cluster={"dataVolume": {"hostPath": {"path": "/etc"}}})
+    [violation] = check(spec, Policy())
+    assert violation.path == "spec.cluster.dataVolume.hostPath"
+    assert "hostPath is not allowed" in violation.message
+    ok = body(cluster={"dataVolume": {"persistentVolumeClaim": {"claimName": "d"}}})
+    assert check(ok, Policy()) == []
+    assert check(spec, Policy(allowed_volume_types=["hostPath"])) == []
+
+
+def test_api_hosts_allow_list_covers_models_and_judges() -> None:
+    spec = body(
+        models=[
+            {"name": "a", "apiBase": "https://x.openai.azure.com/v1"},
+            {"name": "b", "apiBase": "http://evil:80"},
+        ],
+        judges=[{"name": "j", "model": "gpt", "apiBase": "https://api.example.com"}],
+    )
+    policy = Policy(allowed_api_hosts=["*.openai.azure.com"])
+    assert paths(spec, policy) == ["spec.models[1].apiBase", "spec.judges[0].apiBase"]
+    assert check(spec, Policy()) == []  # None: any host
+    assert len(check(spec, Policy(allowed_api_hosts=[]))) == 3
+
+
+def test_unpinned_images_refused_unless_policy_allows() -> None:
+    spec = body(
+        cluster={"runnerImage": "runner:latest", "allowUnpinnedImages": True},
+        servers={
+            "inline": [
+                {"name": "s", "command": "srv", "image": "srv:1"},
+                {"name": "t", "command": "t", "image": PINNED},
+            ]
+        },
+    )
+    assert paths(spec, Policy()) == [
+        "spec.cluster.allowUnpinnedImages",
+        "spec.cluster.runnerImage",
+        "spec.servers.inline[0].image",
+    ]
+    assert check(spec, Policy(allow_unpinned_images=True)) == []
+
+
+def test_policy_from_env_uses_chart_value_names() -> None:
+    env = {ENV_VAR: json.dumps({"allowedVolumeTypes": ["configMap"], "allowedApiHosts": ["h"]})}
+    policy = Policy.from_env(env)
+    assert policy.allowed_volume_types == ["configMap"] and policy.allowed_api_hosts == ["h"]
+    assert Policy.from_env({}) == Policy()
+    with pytest.raises(InputError, match=ENV_VAR):
+        Policy.from_env({ENV_VAR: '{"allowHostPath": true}'})
