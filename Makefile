@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane images demo test bench fuzz check check-lint check-types check-unit clean
+.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane node images demo test bench fuzz check check-lint check-types check-unit clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -72,6 +72,11 @@ images: venv
 # cached in ~/.cache/atlasrun/k8s/<version> (cold build 10-16 min on 2 cores, then instant).
 controlplane:
 	bash tests/cluster/build-controlplane.sh
+
+# A real node for `pytest -m node` (tests/cluster/node.py): containerd 2.x, kubelet, kube-scheduler,
+# kube-router, runc/CNI/registry from Debian; cached under ~/.cache/atlasrun/node. Needs root.
+node: controlplane
+	bash tests/cluster/build-node.sh
 
 # The fast lane, first step of .ci/run (its parts are also .pre-commit-config.yaml's hooks): the
 # guardrails configured in pyproject.toml and the tests that need nothing beyond this checkout
