@@ -63,21 +63,22 @@ def node_paths_or_skip() -> dict[str, str]:
         pytest.skip(str(exc))
 
 
-def pause_image_tar(pause_binary: Path, out: Path) -> None:
-    """An OCI image archive holding only ``/pause`` (no registry serves the real one here)."""
+def static_image_tar(binary: Path, image: str, out: Path) -> None:
+    """An OCI image archive named ``image`` holding only ``/<binary name>`` (a static binary) as
+    its entrypoint, user 65535 (no registry serves images here: the pause image is made this way)."""
     layer = io.BytesIO()
     with tarfile.open(fileobj=layer, mode="w") as tar:
-        info = tar.gettarinfo(str(pause_binary), arcname="pause")
+        info = tar.gettarinfo(str(binary), arcname=binary.name)
         info.uid = info.gid = 65535
         info.mtime = 0
-        with open(pause_binary, "rb") as f:
+        with open(binary, "rb") as f:
             tar.addfile(info, f)
     layer_raw = layer.getvalue()
     layer_gz = gzip.compress(layer_raw, mtime=0)
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+        "config": {"Entrypoint": [f"/{binary.name}"], "User": "65535:65535"},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer_raw).hexdigest()]},
     }
     blobs: dict[str, bytes] = {}
@@ -149,6 +150,7 @@ class Node:
         self._procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._iptables: list[list[str]] = []
         self._bridge = False
+        self._chains_before: dict[tuple[str, str], set[str]] | None = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -161,6 +163,7 @@ class Node:
         t0 = time.monotonic()
         self.workdir = Path(tempfile.mkdtemp(prefix="atlasrun-node-", dir="/var/tmp"))
         atexit.register(self.stop)
+        self._chains_before = _chains()
         try:
             self._network()
             self._step("containerd", self._start_containerd)
@@ -193,6 +196,9 @@ class Node:
             self._unmount_under(self.workdir)
         if self.paths.get("KUBE_ROUTER") and self.workdir != Path():
             subprocess.run([self.paths["KUBE_ROUTER"], "--cleanup-config"], capture_output=True, check=False)
+        if self._chains_before is not None:
+            _remove_new_chains(self._chains_before)
+            self._chains_before = None
         for rule in reversed(self._iptables):
             subprocess.run(["iptables", "-D", *rule], capture_output=True, check=False)
         self._iptables.clear()
@@ -214,6 +220,12 @@ class Node:
             text=True,
             check=True,
         )
+
+    def import_static_image(self, binary: Path, image: str) -> None:
+        """Make ``image`` (a single static binary) available on the node without a registry."""
+        tar = self.workdir / f"{binary.name}.tar"
+        static_image_tar(binary, image, tar)
+        self.ctr("images", "import", "--local", str(tar))
 
     @property
     def _sock(self) -> Path:
@@ -331,7 +343,7 @@ state = "{state}"
 
     def _import_pause(self) -> None:
         tar = self.workdir / "pause.tar"
-        pause_image_tar(Path(self.paths["PAUSE"]), tar)
+        static_image_tar(Path(self.paths["PAUSE"]), PAUSE_IMAGE, tar)
         wait_for(lambda: self.ctr("version").returncode == 0, 30, "containerd API")
         self.ctr("images", "import", "--local", str(tar))
 
@@ -468,6 +480,37 @@ state = "{state}"
         mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
         for mnt in sorted((m for m in mounts if m.startswith(str(root))), key=len, reverse=True):
             subprocess.run(["umount", "-l", mnt], capture_output=True, check=False)
+
+
+def _chains() -> dict[tuple[str, str], set[str]]:
+    """(iptables binary, table) -> chain names, to find the chains kubelet/kube-router add."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for ipt in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            r = subprocess.run([ipt, "-t", table, "-S"], capture_output=True, text=True, check=False)
+            out[(ipt, table)] = {ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("-N ")}
+    return out
+
+
+def _remove_new_chains(before: dict[tuple[str, str], set[str]]) -> None:
+    """Delete the chains created since ``before`` and every rule jumping to them."""
+    for (ipt, table), names in _chains().items():
+        new = names - before.get((ipt, table), set())
+        if not new:
+            continue
+        rules = subprocess.run([ipt, "-t", table, "-S"], capture_output=True, text=True, check=False).stdout
+        for ln in rules.splitlines():
+            words = ln.split()
+            if (
+                words[:1] == ["-A"]
+                and words[1] not in new
+                and any(words[i + 1] in new for i, w in enumerate(words[:-1]) if w in ("-j", "-g"))
+            ):
+                subprocess.run([ipt, "-t", table, "-D", *words[1:]], capture_output=True, check=False)
+        for chain in new:
+            subprocess.run([ipt, "-t", table, "-F", chain], capture_output=True, check=False)
+        for chain in new:
+            subprocess.run([ipt, "-t", table, "-X", chain], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="session")
