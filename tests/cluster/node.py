@@ -115,8 +115,8 @@ def static_image_tar(binary: Path, image: str, out: Path) -> None:
                 "digest": man_digest,
                 "size": man_size,
                 "annotations": {
-                    "io.containerd.image.name": PAUSE_IMAGE,
-                    "org.opencontainers.image.ref.name": "3.10",
+                    "io.containerd.image.name": image,
+                    "org.opencontainers.image.ref.name": image.rsplit(":", 1)[-1],
                 },
             }
         ],
