@@ -21,6 +21,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import tempfile
@@ -151,6 +152,7 @@ class Node:
         self._iptables: list[list[str]] = []
         self._bridge = False
         self._chains_before: dict[tuple[str, str], set[str]] | None = None
+        self.registry = ""  # host:port of the node's image registry (docker-registry on loopback)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -171,6 +173,7 @@ class Node:
             self._step("kubelet (node Ready)", self._start_kubelet)
             self._step("kube-scheduler", self._start_scheduler)
             self._step("kube-router", self._start_kube_router)
+            self._step("registry", self._start_registry)
         except BaseException:
             self.stop()
             raise
@@ -220,6 +223,34 @@ class Node:
             text=True,
             check=True,
         )
+
+    def buildah(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """buildah with its own storage in the node's work directory (vfs, no daemon)."""
+        store = self.workdir / "buildah"
+        base = [
+            "buildah",
+            "--root",
+            str(store / "root"),
+            "--runroot",
+            str(store / "run"),
+            "--storage-driver",
+            "vfs",
+        ]
+        return subprocess.run([*base, *args], capture_output=True, text=True, check=True)
+
+    def push_oci_archive(self, archive: Path, repo: str) -> str:
+        """Push an OCI archive to the node's registry; returns ``host:port/repo@sha256:...``."""
+        image = self.buildah("pull", "--quiet", f"oci-archive:{archive}").stdout.strip().splitlines()[-1]
+        digest_file = self.workdir / f"{repo.replace('/', '_')}.digest"
+        self.buildah(
+            "push",
+            "--tls-verify=false",
+            "--digestfile",
+            str(digest_file),
+            image,
+            f"docker://{self.registry}/{repo}:latest",
+        )
+        return f"{self.registry}/{repo}@{digest_file.read_text().strip()}"
 
     def import_static_image(self, binary: Path, image: str) -> None:
         """Make ``image`` (a single static binary) available on the node without a registry."""
@@ -441,6 +472,38 @@ state = "{state}"
         )
         time.sleep(1.0)
         self._alive("kube-router")
+
+    def _start_registry(self) -> None:
+        (port,) = free_ports(1)
+        self.registry = f"127.0.0.1:{port}"
+        config = self.workdir / "registry.yml"
+        config.write_text(
+            json.dumps(
+                {
+                    "version": 0.1,
+                    "storage": {"filesystem": {"rootdirectory": str(self.workdir / "registry")}},
+                    "http": {"addr": self.registry},
+                    "log": {"level": "warn"},
+                }
+            )
+        )
+        hosts = self.workdir / "certs.d" / self.registry
+        hosts.mkdir(parents=True)
+        (hosts / "hosts.toml").write_text(
+            f'server = "http://{self.registry}"\n[host."http://{self.registry}"]\n  capabilities = ["pull", "resolve"]\n'
+        )
+        proc = self._spawn("registry", [self.paths["REGISTRY"], "serve", str(config)])
+
+        def up() -> bool:
+            self._alive("registry")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return True
+            except OSError:
+                return False
+
+        wait_for(up, 30, "registry")
+        del proc
 
     def _kill_containers(self) -> None:
         """Kill and delete the runc containers whose bundles live in our state dir (and only those)."""
