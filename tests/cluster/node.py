@@ -576,11 +576,23 @@ def _remove_new_chains(before: dict[tuple[str, str], set[str]]) -> None:
             subprocess.run([ipt, "-t", table, "-X", chain], capture_output=True, check=False)
 
 
+_shared: list[tuple[ControlPlane, Node]] = []
+
+
 @pytest.fixture(scope="session")
 def node_cluster() -> Iterator[tuple[ControlPlane, Node]]:
-    """A control plane and one real node for the whole session (skips without root/binaries)."""
+    """A control plane and one real node for the whole session (skips without root/binaries).
+    Test modules import this fixture, which makes one fixture per module: the first one starts
+    the node and stops it at the end of the session, the others reuse it."""
+    if _shared:
+        yield _shared[0]
+        return
     paths = node_paths_or_skip()
     with ControlPlane(binaries_or_skip()) as cp, Node(cp, paths) as node:
         steps = ", ".join(f"{k} {v:.1f}s" for k, v in node.timings.items())
         print(f"\nnode up in {node.startup_seconds:.1f}s ({steps}); control plane {cp.startup_seconds:.1f}s")
-        yield cp, node
+        _shared.append((cp, node))
+        try:
+            yield cp, node
+        finally:
+            _shared.clear()
