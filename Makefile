@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
+.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane node node-if-possible images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -74,6 +74,15 @@ images: venv
 controlplane:
 	bash tests/cluster/build-controlplane.sh
 
+# A real node for `pytest -m node` (tests/cluster/node.py): containerd 2.x, kubelet, kube-scheduler,
+# kube-router, runc/CNI/registry from Debian; cached under ~/.cache/atlasrun/node. Needs root.
+node: controlplane
+	bash tests/cluster/build-node.sh
+
+# `make test` builds the node when it can (root); otherwise the node tests skip with the reason.
+node-if-possible: controlplane
+	@bash tests/cluster/build-node.sh >/dev/null || echo "make: the real node could not be built; node tests will skip"
+
 # The fast lane, first step of .ci/run (its parts are also .pre-commit-config.yaml's hooks): the
 # guardrails configured in pyproject.toml and the tests that need nothing beyond this checkout
 # (markers: pyproject.toml). MYPY: "advisory" prints the error count and goes on; "blocking" fails.
@@ -99,7 +108,7 @@ check-unit: venv
 	ATLAS_SERVERS_HOME=$(abspath $(VENV))/no-servers tests/offline \
 	  $(BIN)/python -m pytest -q -n $(CHECK_JOBS) -m "$(UNIT_TESTS)"
 
-test: servers system-deps tools controlplane chart-tools
+test: servers system-deps tools controlplane chart-tools node-if-possible
 	$(BIN)/python -m pytest -q
 
 bench: servers sandbox-deps controlplane chart-tools

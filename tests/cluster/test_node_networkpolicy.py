@@ -1,0 +1,164 @@
+"""Scenario 3 (issue 11): NetworkPolicy egress is enforced on the real node (kube-router firewall).
+
+A restricted pod under a policy shaped like the operator's (ingress denied; egress to DNS and the
+declared host:ports only) reaches the declared "model endpoint" and "object storage" ports on the
+host, while a listener of the test on an undeclared port of the same host is refused/times out.
+The probe waits for a go-byte that the test sends only once kube-router holds the pod's rules."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.cluster.controlplane import ControlPlane, wait_for
+from tests.cluster.node import Node, node_cluster  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.node]
+PROBE_SRC = Path(__file__).with_name("probe") / "probe.c"
+PROBE_IMAGE = "atlasrun.test/probe:1"
+
+
+class Listeners:
+    """TCP listeners on the node's bridge address; ``go`` is answered only after ``release()``."""
+
+    def __init__(self, host: str, n: int) -> None:
+        self.socks = [socket.create_server((host, 0)) for _ in range(n)]
+        self.ports = [s.getsockname()[1] for s in self.socks]
+        self.released = threading.Event()
+        self.accepted: dict[int, int] = dict.fromkeys(self.ports, 0)
+        for i, s in enumerate(self.socks):
+            threading.Thread(target=self._serve, args=(s, i == 0), daemon=True).start()
+
+    def _serve(self, s: socket.socket, is_go: bool) -> None:
+        while True:
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                return
+            self.accepted[s.getsockname()[1]] += 1
+            if is_go:
+                self.released.wait()
+                conn.sendall(b"g")
+            conn.close()
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.released.set()
+        for s in self.socks:
+            s.close()
+
+
+@pytest.fixture
+def listeners(node_cluster: tuple[ControlPlane, Node]) -> Iterator[Listeners]:  # noqa: F811
+    ls = Listeners(node_cluster[1].ip, 4)
+    yield ls
+    ls.close()
+
+
+def test_egress_allow_list_enforced(
+    node_cluster: tuple[ControlPlane, Node],  # noqa: F811
+    listeners: Listeners,
+    tmp_path: Path,
+) -> None:
+    cp, node = node_cluster
+    t0 = time.monotonic()
+    probe = tmp_path / "probe"
+    subprocess.run(["gcc", "-Os", "-static", "-o", str(probe), str(PROBE_SRC)], check=True)
+    node.import_static_image(probe, PROBE_IMAGE)
+    go, model, s3, undeclared = listeners.ports
+    ns = "node-netpol"
+    cp.create_namespace(ns, {"pod-security.kubernetes.io/enforce": "restricted"})
+    host = f"{node.ip}/32"
+    policy = {  # the shape of operator/atlasrun/cluster/manifests.py's vanilla policy
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "run-egress", "namespace": ns},
+        "spec": {
+            "podSelector": {"matchLabels": {"atlasrun.dev/run": "netpol"}},
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
+                            },
+                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                        }
+                    ],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                },
+                {
+                    "to": [{"ipBlock": {"cidr": host}}],
+                    "ports": [{"protocol": "TCP", "port": p} for p in (go, model, s3)],
+                },
+            ],
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": ns, "labels": {"atlasrun.dev/run": "netpol"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": PROBE_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "args": [node.ip, str(go), str(model), str(s3), str(undeclared)],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "runAsNonRoot": True,
+                        "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                }
+            ],
+        },
+    }
+    cp.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [policy, pod]})
+    )
+
+    def pod_ip() -> str:
+        return cp.kubectl("get", "pod", "probe", "-n", ns, "-o", "jsonpath={.status.podIP}").stdout.strip()
+
+    ip = wait_for(pod_ip, 120, "probe pod IP")
+
+    def firewalled() -> bool:
+        rules = subprocess.run(
+            ["iptables-save", "-t", "filter"], capture_output=True, text=True, check=True
+        ).stdout
+        return any("KUBE-POD-FW" in ln and ip in ln for ln in rules.splitlines())
+
+    wait_for(firewalled, 120, f"kube-router rules for pod {ip}")
+    listeners.release()
+
+    def message() -> str:
+        out = cp.kubectl(
+            "get",
+            "pod",
+            "probe",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.status.containerStatuses[0].state.terminated.message}",
+        )
+        return out.stdout
+
+    results = dict(ln.split("=", 1) for ln in wait_for(message, 120, "probe result").splitlines())
+    print(f"\nprobe from {ip}: {results} ({time.monotonic() - t0:.1f}s)")
+    assert results[str(model)] == "ok"
+    assert results[str(s3)] == "ok"
+    assert results[str(undeclared)] in ("refused", "timeout")
+    assert listeners.accepted[undeclared] == 0
+    cp.kubectl("delete", "namespace", ns, "--wait=false")
