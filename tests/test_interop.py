@@ -417,6 +417,6 @@ def test_an_unreadable_results_line_is_rejected_by_line_and_the_rest_import(
     )
     err = capsys.readouterr().err
     assert code == 1
-    assert "rejected: results.jsonl line 2: field (row): line is not a JSON object (got list)" in err
-    assert "rejected: results.jsonl line 3: field (row): line is " in err
+    assert "rejected: results.jsonl line 2, field (row): line is not a JSON object (got list)" in err
+    assert "rejected: results.jsonl line 3, field (row): line is " in err
     assert sorted(r.task_id for r in ResultsDir(tmp_path / "o").load().values()) == ["t1", "t3"]

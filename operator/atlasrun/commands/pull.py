@@ -36,6 +36,7 @@ def register(subparsers: Any) -> None:
         help="bring a cluster run's results (S3) into a local results directory",
         description="Copy a cluster run's per-task results from object storage into OUT, then write "
         "run.json and summary.json, so atlas report/compare/rescore/diagnose work on it.",
+        epilog="example: atlas pull atlasrun/sweep -n evals runs/sweep && atlas report runs/sweep",
     )
     parser.add_argument("source", metavar="SOURCE", help="s3://bucket/prefix/<run>/ or atlasrun/NAME")
     parser.add_argument("out", metavar="OUT", help="local results directory (created or updated)")
