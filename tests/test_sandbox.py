@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from atlasrun.redact import SECRET_NAME
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import task_record_name
 from atlasrun.servers.catalog import load_catalog
@@ -165,7 +166,10 @@ def run_probe(tmp_path: Path, data_dir: Path, paths: dict[str, Path], port: int,
 
     with ScriptedProvider(script) as provider:
         run_file = scripted_run(tmp_path, PROBE_TASK, "prober", provider)
-        env = dict(os.environ, ATLAS_SANDBOX_SENTINEL=SENTINEL)
+        # Secret-looking variables other tests' fixtures export (AWS_SECRET_ACCESS_KEY, ...) would be
+        # redacted in the stored transcript but not in what the unconfined probe showed the model.
+        env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
+        env["ATLAS_SANDBOX_SENTINEL"] = SENTINEL
         proc = subprocess.Popen(
             [ATLAS, "run", str(run_file), "--data-dir", str(data_dir), "--out", str(tmp_path / "out"), "--quiet",
              "--no-preflight", *extra],  # the script answers the task, not a pre-flight call

@@ -283,7 +283,9 @@ def wait_phase(
     )
 
 
-def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], tmp_path: Path) -> None:
+def test_run_completes_with_the_same_numbers_as_atlas_run(
+    env: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     api, namespace, cp = env["api"], env["namespace"], env["cp"]
     operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
     operator.start()
@@ -306,7 +308,7 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(env: dict[str, Any], t
     (tmp_path / "tasks.yaml").write_text(
         yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in env["tasks"]]})
     )
-    os.environ["OPENAI_API_KEY"] = "sk-local"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")  # not os.environ: later tests must not see it
     local_run.write_text(
         yaml.safe_dump(
             {
