@@ -189,7 +189,18 @@ def ensure_prometheus() -> PrometheusTools:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         _run(["apt-get", *APT_LOCK_WAIT, "update", "-qq"], env=env)
         try:
-            _run(["apt-get", *APT_LOCK_WAIT, "install", "-y", "-qq", "--no-install-recommends", PROMETHEUS_PACKAGE], env=env)
+            _run(
+                [
+                    "apt-get",
+                    *APT_LOCK_WAIT,
+                    "install",
+                    "-y",
+                    "-qq",
+                    "--no-install-recommends",
+                    PROMETHEUS_PACKAGE,
+                ],
+                env=env,
+            )
         finally:
             _stop_packaged_service()
         found = _find_prometheus()
