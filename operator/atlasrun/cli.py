@@ -144,14 +144,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
     """(errors, warnings, skipped) for a cluster run file: what can be checked without the cluster."""
     from atlasrun.agent.replay import BUILTIN_AGENTS
-    from atlasrun.cluster.images import servers_used, unpinned_images
+    from atlasrun.cluster.images import cluster_spec_problems, servers_used, unpinned_images
     from atlasrun.errors import did_you_mean
     from atlasrun.runner.plan import build_catalog
 
     body = spec.spec
     catalog = build_catalog(spec)
     known = set(catalog.by_name())
-    errors = [
+    errors = cluster_spec_problems(body)
+    errors += [
         f"spec.servers.enabled: unknown server {n!r}{did_you_mean(n, known)}"
         for n in body.servers.enabled or []
         if n not in known

@@ -170,16 +170,11 @@ class Actor:
 
     @staticmethod
     def _servers(ctx: Context, task_id: str) -> list[str]:
-        from atlasrun.servers.selection import enabled_servers, task_servers
+        from atlasrun.cluster.images import sidecar_servers
+        from atlasrun.servers.selection import task_servers
 
         assert ctx.body is not None and ctx.catalog is not None
-        by_name = ctx.catalog.by_name()
-        enabled = set(enabled_servers(ctx.body.servers.enabled, by_name))
-        return [
-            s
-            for s in task_servers(ctx.tasks[task_id], enabled).connect
-            if by_name.get(s) and ctx.catalog.get(s).image
-        ]
+        return task_servers(ctx.tasks[task_id], sidecar_servers(ctx.body, ctx.catalog)).connect
 
     def _render(self, ctx: Context, chunk: Chunk, width: int, d: Decision) -> dict[str, Any]:
         assert ctx.body is not None and ctx.catalog is not None and ctx.runner_image

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from atlasrun.cluster.images import CATALOG_IN_CLUSTER
 from atlasrun.runspec.run import API_VERSION, RunSpecBody
 
 GROUP, VERSION = API_VERSION.split("/")
@@ -94,6 +95,9 @@ _OVERLAY: dict[str, dict[str, Any]] = {
     "ModelSpec.name": {"maxLength": MAX_NAME},
     "JudgeSpec.name": {"maxLength": MAX_NAME},
     "ServersSpec.inline": {"maxItems": MAX_INLINE_SERVERS},
+    "ServersSpec": {
+        "x-kubernetes-validations": [{"rule": "!has(self.catalog)", "message": CATALOG_IN_CLUSTER}]
+    },
     "ServerSpec.name": {
         "maxLength": 63,
         "x-kubernetes-validations": [

@@ -34,7 +34,7 @@ from atlasrun.cluster.contract import (
     WorkUnit,
     parse_summary,
 )
-from atlasrun.cluster.images import unpinned_images
+from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
@@ -50,7 +50,7 @@ from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog, load_catalog
-from atlasrun.servers.selection import enabled_servers, task_servers
+from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 
@@ -167,6 +167,8 @@ class Observer:
             body = RunSpecBody.model_validate(dict(run.get("spec") or {}))
         except ValidationError as exc:
             return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
+        if unsupported := cluster_spec_problems(body):
+            return Snapshot(body=None, problems=(("InvalidSpec", "; ".join(unsupported)),), **base), ctx
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
         catalog = load_catalog()
@@ -502,24 +504,19 @@ def _parse(
         tasks = [t for t in tasks if t.id in wanted]
     if source.limit:
         tasks = tasks[: source.limit]
-    by_name = catalog.by_name()
-    enabled = set(enabled_servers(body.servers.enabled, by_name))
+    sidecars = set(sidecar_servers(body, catalog))
     runnable: list[PlannedTask] = []
     excluded: list[tuple[str, str]] = [
         (r.where, f"rejected: {r.field}: {r.message}") for r in loaded.rejected
     ]
     by_id: dict[str, Task] = {}
     for task in tasks:
-        servers = task_servers(task, enabled)
-        missing = [
-            s for s in servers.required if s not in enabled or not by_name.get(s) or not catalog.get(s).image
-        ]
-        if missing:
+        servers = task_servers(task, sidecars)
+        if servers.missing:
             excluded.append(
-                (task.id, f"needs server(s) not enabled or without an image: {', '.join(missing)}")
+                (task.id, f"needs server(s) not enabled or without an image: {', '.join(servers.missing)}")
             )
             continue
-        connect = tuple(s for s in servers.connect if by_name.get(s) and catalog.get(s).image)
-        runnable.append(PlannedTask(task.id, connect))
+        runnable.append(PlannedTask(task.id, tuple(servers.connect)))
         by_id[task.id] = task
     return runnable, excluded, by_id

@@ -70,6 +70,7 @@ from atlasrun.cluster.contract import (
     TasksRef,
     WorkUnit,
 )
+from atlasrun.cluster.images import sidecar_servers
 from atlasrun.cluster.store import (
     DEFAULT_ATTEMPTS,
     DEFAULT_BACKOFF_S,
@@ -80,7 +81,7 @@ from atlasrun.cluster.store import (
 from atlasrun.errors import InputError
 from atlasrun.redact import Redactor
 from atlasrun.runner.engine import Engine, Item
-from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.runner.plan import Plan, build_catalog, plan_run
 from atlasrun.runspec.run import RunSpec, TasksSource, load_run_spec
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import Catalog
@@ -252,6 +253,9 @@ def load_spec(inputs: Inputs) -> RunSpec:
             where=ENV["repeat"],
         )
     body.models = models
+    # The pod has a sidecar for each of these and no other server: the engine plans with exactly
+    # the servers the operator planned with (a task needing another is excluded, as there).
+    body.servers.enabled = sidecar_servers(body, build_catalog(spec))
     return spec
 
 
