@@ -95,6 +95,7 @@ check-lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/vulture
 
 check-types: venv
 ifeq ($(MYPY),blocking)

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from atlasrun.cluster.images import servers_used
 from atlasrun.cluster.metrics import Metrics, task_finished
-from atlasrun.cluster.reconcile import JobState, record_from_job
+from atlasrun.cluster.reconcile import record as reconcile_record
 from atlasrun.diagnostics.model import Diagnosis
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import JudgeInfo
@@ -142,21 +142,13 @@ def test_metrics_count_errors_by_the_typed_kind() -> None:
     """A judge failure is counted as ``judge`` (it was ``other`` when kinds were read from reasons)."""
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    job = JobState(
-        name="j",
-        active=False,
-        succeeded=True,
-        failed=False,
-        summary={"status": "error", "error_kind": "judge", "reason": "judge failed"},
+    record = reconcile_record(
+        {"status": "error", "error_kind": "judge", "reason": "judge failed"}, "m", failed=False
     )
-    record = record_from_job(job, "m")
-    assert record is not None and record["k"] == "judge"
+    assert record["k"] == "judge"
     task_finished("run", record, metrics)
-    lost = record_from_job(
-        JobState(name="k", active=False, succeeded=False, failed=True, failure_reason="BackoffLimitExceeded"),
-        "m",
-    )
-    assert lost is not None
+    lost = reconcile_record(None, "m", failed=True, failure="BackoffLimitExceeded")
+    assert lost["k"] == "job_failed"
     task_finished("run", lost, metrics)
     for kind in ("judge", "job_failed"):
         labels = {"run": "run", "model": "m", "kind": kind}

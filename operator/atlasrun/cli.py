@@ -377,21 +377,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from atlasrun.errors import AtlasError
+    from atlasrun.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, AtlasError
 
     try:
         return int(args.func(args))
     except AtlasError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except BrokenPipeError:  # `atlas ... | head`: the reader left; nothing more to say
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno() if sys.__stdout__ else 1)
-        return 0
+        return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted: finished results are kept; run the same command again to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

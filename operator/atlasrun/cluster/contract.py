@@ -24,16 +24,6 @@ PLURAL = "atlasruns"
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Suspended", "Blocked")
 READY, PROGRESSING, COMPLETE, FAILED, BLOCKED = "Ready", "Progressing", "Complete", "Failed", "Blocked"
 CONDITION_TYPES = (READY, PROGRESSING, COMPLETE, FAILED, BLOCKED)
-BLOCKED_REASONS = (
-    "InvalidSpec",
-    "NoRunnerImage",
-    "UnpinnedImage",
-    "InvalidTasks",
-    "ObjectStoreUnavailable",
-    "Unschedulable",
-    "QuotaExceeded",
-    "ImagePullBackOff",
-)
 
 # -- labels and annotations
 LABEL_APP = "app.kubernetes.io/name"

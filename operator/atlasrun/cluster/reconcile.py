@@ -159,28 +159,6 @@ def record(summary: Mapping[str, Any] | None, model: str, failed: bool, failure:
     }
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One attempt's view, for ``record_from_job`` (kept for callers of the per-item API)."""
-
-    name: str
-    active: bool
-    succeeded: bool
-    failed: bool
-    summary: dict[str, Any] | None = None
-    failure_reason: str | None = None
-
-
-JobState = Attempt
-
-
-def record_from_job(job: Attempt, model: str) -> Record | None:
-    """The record of a finished attempt; None while it runs."""
-    if not (job.succeeded or job.failed):
-        return None
-    return record(job.summary, model, job.failed, job.failure_reason)
-
-
 def _short(text: Any) -> str | None:
     if text is None:
         return None

@@ -66,6 +66,7 @@ from atlasrun.cluster.contract import (
     EXIT_OK,
     EXIT_RETRY,
     EXIT_STORE,
+    INFRA_EXITS,
     TERMINATION_LIMIT,
     TasksRef,
     WorkUnit,
@@ -385,7 +386,7 @@ def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]
         "wall_s": round(result.wall_s, 3),
         "tokens": {"prompt": result.prompt_tokens, "completion": result.completion_tokens},
         "cost_usd": result.cost_usd,
-        "infra": code in (EXIT_RETRY, EXIT_STORE),
+        "infra": code in INFRA_EXITS,
         "result": stored,
         "exit_code": code,
     }
