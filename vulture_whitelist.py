@@ -21,7 +21,8 @@ __context  # its argument (pydantic's signature)
 _.schema_version
 _.agent  # transcript
 _.started_s  # transcript, tool-call records
-_.truncated  # tool-call records
+_.truncated  # tool-call records, termination messages
+_.infra  # termination messages (cluster/records.py)
 _.imported_from  # run.json
 _.api_version  # the run file's apiVersion
 _.excluded_by_kind  # summary.json

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from atlasrun.cluster import metrics
-from atlasrun.cluster.contract import GROUP, PLURAL, VERSION, TasksRef, WorkUnit
-from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, TasksRef, WorkUnit
 from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
 from atlasrun.cluster.observe import Context, Settings
 from atlasrun.cluster.reconcile import Chunk, Decision

@@ -32,7 +32,6 @@ from atlasrun.cluster.contract import (
     RUNNER,
     TasksRef,
     WorkUnit,
-    parse_summary,
 )
 from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
@@ -46,6 +45,7 @@ from atlasrun.cluster.reconcile import (
     parse_ranges,
     record,
 )
+from atlasrun.cluster.records import TaskSummary, read_summary
 from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import RunSpecBody
@@ -354,7 +354,11 @@ class Observer:
                 attempt, failed = last.get(i), True
             else:
                 continue  # never finished (the Job as a whole failed): decide records job_failed
-            summary = parse_summary(_runner_message(attempt)) if attempt else None
+            summary = (
+                read_summary(_runner_message(attempt), f"pod {attempt['metadata']['name']}")
+                if attempt
+                else None
+            )
             if summary is None:
                 missing.append(i)
             else:
@@ -380,18 +384,7 @@ class Observer:
                 task_id, repeat = unit.item(i)
                 result = store.get_result(unit.model, task_id, repeat)
                 if result is not None:
-                    outcomes[i] = record(
-                        {
-                            "status": result.status,
-                            "passed": result.passed,
-                            "coverage": result.coverage,
-                            "wall_s": result.wall_s,
-                            "error_kind": result.error_kind,
-                            "reason": result.reason,
-                        },
-                        obs.model,
-                        i in obs.failed_indexes,
-                    )
+                    outcomes[i] = record(TaskSummary.of_result(result), obs.model, i in obs.failed_indexes)
         except (StoreError, AtlasError) as exc:
             return str(exc)
         return None
@@ -484,8 +477,8 @@ def _unit_of(job: Mapping[str, Any]) -> WorkUnit | None:
         for env in container.get("env") or []:
             if env.get("name") == ENV_WORK_UNIT and env.get("value"):
                 try:
-                    return WorkUnit.model_validate_json(env["value"])
-                except ValidationError:
+                    return WorkUnit.from_json(env["value"], ENV_WORK_UNIT)
+                except (ValueError, AtlasError):  # malformed, or of an unknown schema version
                     return None
     return None
 
