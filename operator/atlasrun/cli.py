@@ -30,7 +30,9 @@ def _is_run_file(path: Path) -> bool:
         doc = load_yaml(decode(path.read_bytes(), str(path)), str(path))
     except (OSError, InputError):
         return False
-    return isinstance(doc, dict) and (doc.get("kind") == "AtlasRun" or "spec" in doc)
+    from atlasrun.runspec.run import KIND
+
+    return isinstance(doc, dict) and (doc.get("kind") == KIND or "spec" in doc)
 
 
 def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:

@@ -3,7 +3,7 @@
 Every other module imports these names from here (the run file's ``apiVersion`` itself is
 ``runspec.run.API_VERSION``, which local runs check too):
 
-- API group/version/kind/plural, phases and condition types (the AtlasRun status).
+- API group/version/kind (re-exported from the run spec)/plural, phases and condition types (the AtlasRun status).
 - Labels and annotations on the run's objects.
 - The env vars the operator sets and the pod (runner or server sidecar) reads.
 - ``WorkUnit``: the pod's inputs, in the Job's env (``ATLAS_WORK_UNIT``), selected by the pod's
@@ -20,10 +20,10 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from atlasrun.runspec.run import API_VERSION
+from atlasrun.runspec.run import KIND as KIND  # re-exported: the operator's names are all here
 from atlasrun.scoring.records import VersionedRecord
 
 GROUP, VERSION = API_VERSION.split("/")
-KIND = "AtlasRun"
 PLURAL = "atlasruns"
 SINGULAR = "atlasrun"
 
