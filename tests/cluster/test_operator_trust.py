@@ -1,6 +1,8 @@
-"""The sentinel test on the real control plane: a run's API key, from a Secret the run references,
-never reaches the AtlasRun's status, any Event, any object stored, the pods' termination messages
-or the operator's log, even when the provider's 401 echoes the key back.
+"""Trust on the real control plane. The sentinel test: a run's API key, from a Secret the run
+references, never reaches the AtlasRun's status, any Event, any object stored, the pods'
+termination messages or the operator's log, even when the provider's 401 echoes the key back.
+And a spec a cluster run cannot honour (``servers.catalog``) is refused by the API server up
+front, naming the field, instead of every pod exiting 2.
 
 Real: kube-apiserver + kube-controller-manager (the Job controller), the chart's RBAC for the
 operator, moto's S3 server, litellm's HTTP path to a scripted provider, the MCP servers. Stand-in:
@@ -17,6 +19,7 @@ from urllib.parse import quote
 import boto3
 import pytest
 
+from atlasrun.cluster.images import CATALOG_IN_CLUSTER
 from atlasrun.servers.instance import free_port
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from cluster import test_operator_e2e as e2e
@@ -84,3 +87,13 @@ def test_secret_sentinel_never_reaches_status_events_objects_or_logs(env: dict[s
     forms = {CORE, quote(SENTINEL), json.dumps(SENTINEL)[1:-1]}
     leaks = sorted(where for where, text in texts.items() if any(form in text for form in forms))
     assert leaks == [], f"the sentinel leaked into: {leaks}"
+
+
+def test_servers_catalog_is_refused_by_the_api_server(env: dict[str, Any]) -> None:
+    api, namespace = env["api"], env["namespace"]
+    manifest = run_manifest("with-catalog", env["provider"].api_base, suspend=True)
+    manifest["spec"]["servers"]["catalog"] = "my-servers.yaml"
+    response = api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest)
+    assert response.status_code == 422, response.text
+    assert CATALOG_IN_CLUSTER in response.json()["message"], response.json()["message"]
+    assert "spec.servers" in response.json()["message"]
