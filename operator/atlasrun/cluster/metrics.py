@@ -17,7 +17,7 @@ from prometheus_client import (
     start_http_server,
 )
 
-PHASES = ("Pending", "Running", "Succeeded", "Failed", "Blocked", "Suspended")
+from atlasrun.cluster.contract import PHASES
 
 
 class Metrics:
