@@ -33,6 +33,9 @@ BLOCKED_REASONS = (
     "Unschedulable",
     "QuotaExceeded",
     "ImagePullBackOff",
+    "VolumeTypeNotAllowed",  # the cluster's tenancy policy (cluster/policy.py)
+    "ApiHostNotAllowed",
+    "UnpinnedImageNotAllowed",
 )
 
 # -- labels and annotations

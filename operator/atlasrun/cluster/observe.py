@@ -36,6 +36,8 @@ from atlasrun.cluster.contract import (
 )
 from atlasrun.cluster.images import unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
+from atlasrun.cluster.placement import chart_defaults
+from atlasrun.cluster.policy import Policy, blocked, check
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
     JobObs,
@@ -48,7 +50,7 @@ from atlasrun.cluster.reconcile import (
 )
 from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
 from atlasrun.errors import AtlasError, format_validation
-from atlasrun.runspec.run import RunSpecBody
+from atlasrun.runspec.run import Placement, RunSpecBody
 from atlasrun.servers.catalog import Catalog, load_catalog
 from atlasrun.servers.selection import enabled_servers, task_servers
 from atlasrun.tasks.loader import load_tasks
@@ -61,10 +63,19 @@ TASK_PREFIX = "tasks"
 class Settings:
     runner_image: str | None = None
     s3_endpoint: str | None = None
+    # The chart's policy ConfigMap (envFrom): tenancy policy, pod placement defaults, egress.
+    policy: Policy = field(default_factory=Policy)
+    placement: Placement = field(default_factory=Placement)
 
     @classmethod
     def from_env(cls) -> Settings:
-        return cls(os.environ.get("ATLAS_RUNNER_IMAGE") or None, os.environ.get("ATLAS_S3_ENDPOINT") or None)
+        environ = dict(os.environ)
+        return cls(
+            environ.get("ATLAS_RUNNER_IMAGE") or None,
+            environ.get("ATLAS_S3_ENDPOINT") or None,
+            Policy.from_env(environ),
+            chart_defaults(environ),
+        )
 
 
 @dataclass
@@ -169,6 +180,9 @@ class Observer:
             return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
+        refused = blocked(check(body, self.settings.policy))
+        if refused:
+            return Snapshot(body=body, problems=(refused,), **base), ctx
         catalog = load_catalog()
         ctx.catalog = catalog = catalog.merged(body.servers.inline) if body.servers.inline else catalog
         ctx.runner_image = body.cluster.runner_image or self.settings.runner_image
