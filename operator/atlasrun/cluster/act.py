@@ -208,6 +208,7 @@ class Actor:
             parallelism=width,
             tasks_configmap=ctx.source_configmap if pin.path else None,
             task_limits=longest_limits([ctx.tasks[t].limits for t, _ in chunk.items if t in ctx.tasks]),
+            placement=self.settings.placement,
         )
 
     def _event(self, ctx: Context, kind: str, reason: str, message: str) -> None:

@@ -49,14 +49,15 @@ from atlasrun.cluster.contract import (
     LABEL_APP,
     LABEL_CHUNK,
     LABEL_MODEL,
-    LABEL_QUEUE,
     LABEL_RUN,
     RUNNER,
     WorkUnit,
 )
+from atlasrun.cluster.contract import LABEL_QUEUE as LABEL_QUEUE  # re-exported
 from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.placement import apply_job_placement, merged
 from atlasrun.errors import InputError
-from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, RunSpecBody
+from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, Placement, RunSpecBody
 from atlasrun.servers.catalog import Egress, ServerSpec
 from atlasrun.tasks.model import TaskLimits
 
@@ -280,13 +281,17 @@ def render_job(
     parallelism: int = 1,
     tasks_configmap: tuple[str, str] | None = None,
     task_limits: TaskLimits | None = None,
+    placement: Placement | None = None,
 ) -> dict[str, Any]:
     """The Indexed Job running one chunk of one model's items: completion index ``i`` runs
     ``unit.items[i]`` in its own pod (the chunk's servers as native sidecars plus the runner).
 
     ``tasks_configmap`` (name, key): mount the user's task ConfigMap (when there is no object
     storage; ``unit.tasks.path`` points into it). ``task_limits``: the longest per-task limits
-    of the chunk, which lengthen the pods' deadline."""
+    of the chunk, which lengthen the pods' deadline. ``placement``: the chart's defaults
+    (``runPlacement``), under the run's ``spec.cluster.placement`` and the model's own (see
+    ``placement.py``); with ``spec.cluster.queueName`` the Job is created suspended with the
+    Kueue queue label, and Kueue unsuspends it once admitted."""
     _check_servers(servers)
     limits = body.limits.for_task(task_limits or TaskLimits())
     labels = work_labels(run_name, model.name, unit.chunk)
@@ -353,17 +358,14 @@ def render_job(
         "containers": [runner],
         "volumes": volumes,
     }
-    job_labels = dict(labels)
-    if body.cluster.queue_name:
-        job_labels[LABEL_QUEUE] = body.cluster.queue_name
     size = len(unit.items)
-    return {
+    job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": job_name(run_name, run_uid, model.name, unit.chunk),
             "namespace": namespace,
-            "labels": job_labels,
+            "labels": dict(labels),
             "annotations": annotations,
             "ownerReferences": [owner_reference(run_name, run_uid)],
         },
@@ -392,6 +394,8 @@ def render_job(
             "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
         },
     }
+    effective = merged(placement, body.cluster.placement, model.placement)
+    return apply_job_placement(job, effective, body.cluster.queue_name)
 
 
 # ---------------------------------------------------------------- the network policy

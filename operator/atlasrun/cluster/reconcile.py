@@ -359,7 +359,8 @@ def decide(s: Snapshot) -> Decision:
         if suspended:
             d.suspend += [j.name for j in live if not j.suspended]
             continue
-        d.resume += [j.name for j in live if j.suspended]
+        if not body.cluster.queue_name:  # with Kueue, Kueue unsuspends a Job once it admits it
+            d.resume += [j.name for j in live if j.suspended]
         _fill(
             d,
             share[name],
