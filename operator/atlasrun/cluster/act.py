@@ -155,6 +155,7 @@ class Actor:
             ctx.body,
             [ctx.catalog.get(s) for s in servers],
             s3_endpoint=self.settings.s3_endpoint,
+            run_egress=self.settings.run_egress,
         )
         if policy and policy["kind"] == "NetworkPolicy":
             self._ignore(409, lambda: self.networking.create_namespaced_network_policy(ctx.namespace, policy))

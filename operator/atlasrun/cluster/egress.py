@@ -4,19 +4,61 @@
 judge's declared ``egress`` plus the host:port of its ``apiBase`` (so an endpoint needs no
 separate declaration), each server's declared egress, and the object store. ``manifests.
 egress_targets`` folds this list into NetworkPolicy rules; ``annotation(...)`` is the
-human-readable summary put on the run's policy (``atlasrun.dev/egress``).
+human-readable summary put on the run's policy (``atlasrun.dev/egress``, shown by ``kubectl
+describe networkpolicy``). ``RunEgress`` is the chart's ``runEgress`` value (env
+``ATLASRUN_RUN_EGRESS``): which pods answer DNS (clusters label them differently) and the
+in-cluster object store's pods (a Service name cannot be matched by a NetworkPolicy).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Egress, ServerSpec
 
 ANNOTATION = "atlasrun.dev/egress"
+ENV_VAR = "ATLASRUN_RUN_EGRESS"
+KUBE_DNS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+
+
+class PeerRule(BaseModel):
+    """NetworkPolicy peers (``to``) and TCP ports."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+    to: list[dict[str, Any]] = Field(default_factory=list, description="NetworkPolicyPeer list.")
+    ports: list[int] = Field(default_factory=list, description="TCP ports (empty: every port).")
+
+
+class RunEgress(BaseModel):
+    """The chart's ``runEgress`` values."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+    dns: list[dict[str, Any]] = Field(
+        default_factory=lambda: [dict(KUBE_DNS)],
+        description="NetworkPolicyPeers the run pods may send DNS queries (UDP/TCP 53) to.",
+    )
+    object_store: PeerRule | None = Field(
+        default=None, description="The in-cluster object store's pods (e.g. MinIO), allowed to every run."
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> RunEgress:
+        raw = environ.get(ENV_VAR, "").strip()
+        try:
+            return cls.model_validate(json.loads(raw)) if raw else cls()
+        except (ValueError, ValidationError) as exc:
+            raise InputError(f"invalid runEgress values: {exc}", where=ENV_VAR) from exc
 
 
 def endpoint_egress(url: str, where: str) -> Egress:

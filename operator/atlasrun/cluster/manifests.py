@@ -39,7 +39,6 @@ import math
 import re
 from collections import defaultdict
 from typing import Any
-from urllib.parse import urlsplit
 
 from atlasrun.cluster.contract import (
     ANNOTATION_MODEL,
@@ -55,10 +54,13 @@ from atlasrun.cluster.contract import (
 )
 from atlasrun.cluster.contract import LABEL_QUEUE as LABEL_QUEUE  # re-exported
 from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.egress import ANNOTATION as ANNOTATION_EGRESS
+from atlasrun.cluster.egress import RunEgress, declared_egress
+from atlasrun.cluster.egress import annotation as egress_annotation
 from atlasrun.cluster.placement import apply_job_placement, merged
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, Placement, RunSpecBody
-from atlasrun.servers.catalog import Egress, ServerSpec
+from atlasrun.servers.catalog import ServerSpec
 from atlasrun.tasks.model import TaskLimits
 
 ANNOTATION_EGRESS_HOSTS = "atlasrun.dev/egress-hosts"
@@ -401,25 +403,13 @@ def render_job(
 # ---------------------------------------------------------------- the network policy
 
 
-def _endpoint_egress(url: str) -> Egress:
-    parts = urlsplit(url if "://" in url else f"https://{url}")
-    if not parts.hostname:
-        raise InputError(f"cannot tell the host of {url!r}", where="S3 endpoint")
-    port = parts.port or (80 if parts.scheme == "http" else 443)
-    return Egress(hosts=[parts.hostname], ports=[port])
-
-
 def egress_targets(
     body: RunSpecBody, servers: list[ServerSpec], s3_endpoint: str | None = None
 ) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
-    """Declared egress of the run's models, judges and servers (and the S3 endpoint), as
-    ({cidr: ports}, {hostname: ports}). Hosts that are IP addresses become /32 or /128 CIDRs;
-    an entry without ports means 443."""
-    declared = [(f"spec.models[{m.name}].egress", m.egress) for m in body.models]
-    declared += [(f"spec.judges[{j.name}].egress", j.egress) for j in body.judges]
-    declared += [(f"server {s.name!r} egress", s.egress) for s in servers]
-    if s3_endpoint:
-        declared.append(("S3 endpoint", _endpoint_egress(s3_endpoint)))
+    """Every destination ``egress.declared_egress`` derives (models' and judges' declared egress
+    and apiBase hosts, servers' egress, the S3 endpoint), as ({cidr: ports}, {hostname: ports}).
+    Hosts that are IP addresses become /32 or /128 CIDRs; an entry without ports means 443."""
+    declared = declared_egress(body, servers, s3_endpoint)
     cidrs: dict[str, set[int]] = defaultdict(set)
     hosts: dict[str, set[int]] = defaultdict(set)
     for where, egress in declared:
@@ -464,25 +454,25 @@ def render_network_policy(
     servers: list[ServerSpec],
     *,
     s3_endpoint: str | None = None,
+    run_egress: RunEgress | None = None,
 ) -> dict[str, Any] | None:
     """The run's policy per ``spec.cluster.networkPolicy``: ``vanilla`` (NetworkPolicy),
     ``cilium`` (CiliumNetworkPolicy with toFQDNs) or ``none`` (None). Ingress is denied; egress
-    is allowed to DNS (UDP+TCP 53 to kube-dns) and the declared destinations only."""
+    is allowed to DNS (UDP+TCP 53 to ``run_egress.dns``, default kube-dns), the in-cluster object
+    store (``run_egress.objectStore``) and the destinations derived from the spec only; the
+    ``atlasrun.dev/egress`` annotation lists every derived destination with its ports."""
     mode = body.cluster.network_policy
     if mode == "none":
         return None
     cidrs, hosts = egress_targets(body, servers, s3_endpoint)
     metadata = _policy_metadata(run_name, namespace, run_uid)
+    metadata["annotations"] = {ANNOTATION_EGRESS: egress_annotation(cidrs, hosts)}
     selector = {"matchLabels": {LABEL_RUN: label_value(run_name)}}
     if mode == "cilium":
         return _cilium(metadata, selector, cidrs, hosts)
+    run_egress = run_egress or RunEgress()
     dns = {
-        "to": [
-            {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-            }
-        ],
+        "to": copy.deepcopy(run_egress.dns),
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
     }
     egress = [dns] + [
@@ -492,14 +482,22 @@ def render_network_policy(
         }
         for group, ports in _grouped(cidrs)
     ]
+    store = run_egress.object_store
+    if store and store.to:
+        rule: dict[str, Any] = {"to": copy.deepcopy(store.to)}
+        if store.ports:
+            rule["ports"] = [{"protocol": "TCP", "port": p} for p in store.ports]
+        egress.append(rule)
     if hosts:
-        metadata["annotations"] = {
-            ANNOTATION_EGRESS_HOSTS: " ".join(
-                f"{h}:{','.join(map(str, sorted(p)))}" for h, p in sorted(hosts.items())
-            ),
-            ANNOTATION_EGRESS_NOTE: "a NetworkPolicy cannot match hostnames: these hosts are reachable only "
-            "through declared cidrs (or use spec.cluster.networkPolicy: cilium)",
-        }
+        metadata["annotations"].update(
+            {
+                ANNOTATION_EGRESS_HOSTS: " ".join(
+                    f"{h}:{','.join(map(str, sorted(p)))}" for h, p in sorted(hosts.items())
+                ),
+                ANNOTATION_EGRESS_NOTE: "a NetworkPolicy cannot match hostnames: these hosts are reachable "
+                "only through declared cidrs (or use spec.cluster.networkPolicy: cilium)",
+            }
+        )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -34,6 +34,7 @@ from atlasrun.cluster.contract import (
     WorkUnit,
     parse_summary,
 )
+from atlasrun.cluster.egress import RunEgress
 from atlasrun.cluster.images import unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
 from atlasrun.cluster.placement import chart_defaults
@@ -66,6 +67,7 @@ class Settings:
     # The chart's policy ConfigMap (envFrom): tenancy policy, pod placement defaults, egress.
     policy: Policy = field(default_factory=Policy)
     placement: Placement = field(default_factory=Placement)
+    run_egress: RunEgress = field(default_factory=RunEgress)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -75,6 +77,7 @@ class Settings:
             environ.get("ATLAS_S3_ENDPOINT") or None,
             Policy.from_env(environ),
             chart_defaults(environ),
+            RunEgress.from_env(environ),
         )
 
 
