@@ -126,3 +126,18 @@ def test_observe_blocks_a_violating_run_before_any_api_call() -> None:
     [(kind, reason, message)] = d.events
     assert (kind, reason) == ("Warning", "VolumeTypeNotAllowed")
     assert "spec.cluster.dataVolume.hostPath" in message and "spec.models[0].apiBase" in message
+
+
+def test_namespace_api_hosts_replace_the_cluster_list_there() -> None:
+    spec = body(models=[{"name": "a", "apiBase": "https://llm.team-a.internal/v1"}])
+    policy = Policy(
+        allowed_api_hosts=["api.openai.com"], namespace_api_hosts={"team-a": ["*.team-a.internal"]}
+    )
+    assert check(spec, policy, "team-a") == []
+    [violation] = check(spec, policy, "team-b")
+    assert violation.reason == "ApiHostNotAllowed" and "api.openai.com" in violation.message
+    [violation] = check(spec, Policy(namespace_api_hosts={"sandbox": []}), "sandbox")
+    assert "in namespace sandbox" in violation.message and "allowed: none" in violation.message
+    assert Policy.from_env(
+        {ENV_VAR: json.dumps({"namespaceApiHosts": {"x": ["h"]}})}
+    ).namespace_api_hosts == {"x": ["h"]}

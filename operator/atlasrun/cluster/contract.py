@@ -36,6 +36,7 @@ BLOCKED_REASONS = (
     "VolumeTypeNotAllowed",  # the cluster's tenancy policy (cluster/policy.py)
     "ApiHostNotAllowed",
     "UnpinnedImageNotAllowed",
+    "QuotaPending",  # Kueue has not admitted a Job's Workload (cluster/queueing.py)
 )
 
 # -- labels and annotations

@@ -39,6 +39,7 @@ from atlasrun.cluster.images import unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
 from atlasrun.cluster.placement import chart_defaults
 from atlasrun.cluster.policy import Policy, blocked, check
+from atlasrun.cluster.queueing import WorkloadReader, pending
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
     JobObs,
@@ -153,8 +154,10 @@ class Observer:
         api: ApiReader | None = None,
         settings: Settings | None = None,
         store: Callable[[str], S3Results] | None = None,
+        workloads: WorkloadReader | None = None,
     ) -> None:
         self.api = api or ApiReader()
+        self.workloads = workloads or WorkloadReader()
         self.settings = settings or Settings.from_env()
         self._store = store
         self._tasks: dict[tuple[str, str], _Loaded] = {}  # (run uid, sha256) -> parsed
@@ -183,7 +186,7 @@ class Observer:
             return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
-        refused = blocked(check(body, self.settings.policy))
+        refused = blocked(check(body, self.settings.policy, namespace))
         if refused:
             return Snapshot(body=body, problems=(refused,), **base), ctx
         catalog = load_catalog()
@@ -205,6 +208,10 @@ class Observer:
             return Snapshot(body=body, tasks=loaded.obs, **base), ctx
         jobs = self._jobs(namespace, name, uid, status)
         health = self._check_health(namespace, name, jobs)
+        queued = [j.name for j in jobs if j.suspended and not j.finished and not j.deleting]
+        if body.cluster.queue_name and queued and not body.cluster.suspend:
+            waiting = pending(self.workloads.list(namespace), queued)  # Kueue has not admitted them
+            health = (waiting, *health) if waiting else health
         return Snapshot(body=body, tasks=loaded.obs, jobs=tuple(jobs), health=health, **base), ctx
 
     def forget(self, uid: str, key: str) -> None:

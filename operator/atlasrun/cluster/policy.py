@@ -44,6 +44,10 @@ class Policy(BaseModel):
         description="Hosts (shell patterns, e.g. '*.openai.azure.com') a model's or judge's apiBase may "
         "name. None: any host; an empty list: no apiBase at all.",
     )
+    namespace_api_hosts: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per-namespace allowedApiHosts: a namespace listed here uses its own list instead.",
+    )
     allow_unpinned_images: bool = Field(
         default=False,
         description="Whether a run may set spec.cluster.allowUnpinnedImages and run images without @sha256.",
@@ -87,9 +91,13 @@ def _pinned(image: str) -> bool:
     return "@sha256:" in image
 
 
-def check(spec: RunSpecBody, policy: Policy) -> list[Violation]:
-    """Every way ``spec`` breaks ``policy``, in field order; empty when it may run."""
+def check(spec: RunSpecBody, policy: Policy, namespace: str | None = None) -> list[Violation]:
+    """Every way ``spec`` (a run in ``namespace``) breaks ``policy``, in field order; empty when
+    it may run."""
     out: list[Violation] = []
+    api_hosts = policy.allowed_api_hosts
+    if namespace is not None and namespace in policy.namespace_api_hosts:
+        api_hosts = policy.namespace_api_hosts[namespace]
     volume = spec.cluster.data_volume
     if volume:
         for kind in volume:
@@ -102,19 +110,20 @@ def check(spec: RunSpecBody, policy: Policy) -> list[Violation]:
                         VOLUME_TYPE_NOT_ALLOWED,
                     )
                 )
-    if policy.allowed_api_hosts is not None:
+    if api_hosts is not None:
         endpoints = [("models", i, m.api_base) for i, m in enumerate(spec.models)]
         endpoints += [("judges", i, j.api_base) for i, j in enumerate(spec.judges)]
         for kind, i, base in endpoints:
             if base is None:
                 continue
             host = _host(base)
-            if not any(fnmatch.fnmatchcase(host, pat.lower()) for pat in policy.allowed_api_hosts):
-                allowed = ", ".join(policy.allowed_api_hosts) or "none"
+            if not any(fnmatch.fnmatchcase(host, pat.lower()) for pat in api_hosts):
+                allowed = ", ".join(api_hosts) or "none"
+                scope = f" in namespace {namespace}" if namespace in policy.namespace_api_hosts else ""
                 out.append(
                     Violation(
                         f"spec.{kind}[{i}].apiBase",
-                        f"host {host or base!r} is not an allowed API host (allowed: {allowed})",
+                        f"host {host or base!r} is not an allowed API host{scope} (allowed: {allowed})",
                         API_HOST_NOT_ALLOWED,
                     )
                 )
