@@ -2,7 +2,8 @@
 # Builds, once, the real Kueue controller the Kueue tests run against the project's control plane
 # (tests/cluster/kueue.py): sigs.k8s.io/kueue/cmd/kueue at the version below, from the Go module
 # proxy (the module has no replace directives, so `go install <pkg>@<version>` builds it as
-# released), plus its CRDs from the same module (config/components/crd/bases).
+# released), plus its CRDs and webhook configurations from the same module
+# (config/components/crd/bases, config/components/webhook/manifests.yaml -> crds/webhook.yaml).
 #
 # Cached in ${ATLASRUN_TOOLS_CACHE:-~/.cache/atlasrun/tools}/kueue-<version>/ (bin/kueue, crds/);
 # idempotent and safe to run concurrently (flock). On stdout it prints only
@@ -24,7 +25,7 @@ log() { printf 'build-kueue: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 print_paths() { echo "KUEUE=$dest/bin/kueue"; echo "KUEUE_CRDS=$dest/crds"; }
-built() { [ -x "$dest/bin/kueue" ] && [ -s "$dest/crds/kueue.x-k8s.io_workloads.yaml" ]; }
+built() { [ -x "$dest/bin/kueue" ] && [ -s "$dest/crds/kueue.x-k8s.io_workloads.yaml" ] && [ -s "$dest/crds/webhook.yaml" ]; }
 
 if [ "${1:-}" = --check ]; then
   built || { log "Kueue $version is not built yet (run $0)"; exit 3; }
@@ -61,6 +62,7 @@ GOBIN="$tmp/bin" "$go" install -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pk
 moddir=$("$go" mod download -json "sigs.k8s.io/kueue@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 [ -d "$moddir/config/components/crd/bases" ] || die "no CRDs in $moddir"
 cp "$moddir"/config/components/crd/bases/*.yaml "$tmp/crds/"
+cp "$moddir/config/components/webhook/manifests.yaml" "$tmp/crds/webhook.yaml"
 chmod -R u+w "$tmp"
 rm -rf "$dest" && mv "$tmp" "$dest"
 trap - EXIT
