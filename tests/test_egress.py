@@ -110,3 +110,49 @@ def test_chart_run_egress_sets_dns_peers_and_the_object_store() -> None:
     assert RunEgress.from_env({}) == RunEgress() and RunEgress().dns == [KUBE_DNS]
     with pytest.raises(InputError, match=ENV_VAR):
         RunEgress.from_env({ENV_VAR: '{"dnsServers": []}'})
+
+
+def test_cilium_policy_uses_the_same_dns_and_object_store_values() -> None:
+    from atlasrun.cluster.manifests import render_network_policy
+
+    values = {
+        "dns": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openshift-dns"}},
+                "podSelector": {"matchLabels": {"dns.operator.openshift.io/daemonset-dns": "default"}},
+            }
+        ],
+        "objectStore": {
+            "to": [
+                {
+                    "namespaceSelector": {"matchLabels": {"team": "storage"}},
+                    "podSelector": {"matchLabels": {"app": "minio"}},
+                }
+            ],
+            "ports": [9000],
+        },
+    }
+    policy = render_network_policy(
+        "r", "ns", "uid", _run(networkPolicy="cilium"), [], run_egress=RunEgress.model_validate(values)
+    )
+    assert policy is not None and policy["kind"] == "CiliumNetworkPolicy"
+    egress = policy["spec"]["egress"]
+    assert egress[0]["toEndpoints"] == [
+        {
+            "matchLabels": {
+                "k8s:io.kubernetes.pod.namespace": "openshift-dns",
+                "k8s:dns.operator.openshift.io/daemonset-dns": "default",
+            }
+        }
+    ]
+    assert egress[-1] == {
+        "toEndpoints": [
+            {"matchLabels": {"k8s:io.cilium.k8s.namespace.labels.team": "storage", "k8s:app": "minio"}}
+        ],
+        "toPorts": [{"ports": [{"port": "9000", "protocol": "TCP"}]}],
+    }
+    default = render_network_policy("r", "ns", "uid", _run(networkPolicy="cilium"), [])
+    assert default is not None
+    assert default["spec"]["egress"][0]["toEndpoints"] == [
+        {"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}
+    ]

@@ -95,3 +95,36 @@ def annotation(cidrs: dict[str, set[int]], hosts: dict[str, set[int]]) -> str:
     """Compact JSON {"target": [ports]} of every allowed destination, sorted (for the annotation)."""
     merged = {t: sorted(p) for t, p in {**cidrs, **hosts}.items()}
     return json.dumps(dict(sorted(merged.items())), separators=(",", ":"))
+
+
+_NAMESPACE_NAME = "kubernetes.io/metadata.name"
+
+
+def cilium_endpoints(peers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """NetworkPolicyPeers (pod/namespace selectors) as Cilium endpoint selectors, so one chart
+    value serves both policy flavours: the namespace's name becomes
+    ``k8s:io.kubernetes.pod.namespace``, other namespace labels
+    ``k8s:io.cilium.k8s.namespace.labels.<key>``, pod labels ``k8s:<key>``."""
+
+    def keyed(selector: Mapping[str, Any] | None, key_of: Any) -> tuple[dict[str, str], list[dict[str, Any]]]:
+        selector = selector or {}
+        labels = {key_of(k): str(v) for k, v in (selector.get("matchLabels") or {}).items()}
+        exprs = [{**e, "key": key_of(e["key"])} for e in selector.get("matchExpressions") or []]
+        return labels, exprs
+
+    def namespace_key(key: str) -> str:
+        return (
+            "k8s:io.kubernetes.pod.namespace"
+            if key == _NAMESPACE_NAME
+            else f"k8s:io.cilium.k8s.namespace.labels.{key}"
+        )
+
+    out = []
+    for peer in peers:
+        ns_labels, ns_exprs = keyed(peer.get("namespaceSelector"), namespace_key)
+        pod_labels, pod_exprs = keyed(peer.get("podSelector"), lambda k: f"k8s:{k}")
+        endpoint: dict[str, Any] = {"matchLabels": {**ns_labels, **pod_labels}}
+        if ns_exprs or pod_exprs:
+            endpoint["matchExpressions"] = ns_exprs + pod_exprs
+        out.append(endpoint)
+    return out

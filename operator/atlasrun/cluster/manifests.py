@@ -55,7 +55,7 @@ from atlasrun.cluster.contract import (
 from atlasrun.cluster.contract import LABEL_QUEUE as LABEL_QUEUE  # re-exported
 from atlasrun.cluster.crd import KIND
 from atlasrun.cluster.egress import ANNOTATION as ANNOTATION_EGRESS
-from atlasrun.cluster.egress import RunEgress, declared_egress
+from atlasrun.cluster.egress import RunEgress, cilium_endpoints, declared_egress
 from atlasrun.cluster.egress import annotation as egress_annotation
 from atlasrun.cluster.placement import apply_job_placement, merged
 from atlasrun.errors import InputError
@@ -468,9 +468,9 @@ def render_network_policy(
     metadata = _policy_metadata(run_name, namespace, run_uid)
     metadata["annotations"] = {ANNOTATION_EGRESS: egress_annotation(cidrs, hosts)}
     selector = {"matchLabels": {LABEL_RUN: label_value(run_name)}}
-    if mode == "cilium":
-        return _cilium(metadata, selector, cidrs, hosts)
     run_egress = run_egress or RunEgress()
+    if mode == "cilium":
+        return _cilium(metadata, selector, cidrs, hosts, run_egress)
     dns = {
         "to": copy.deepcopy(run_egress.dns),
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
@@ -507,15 +507,17 @@ def render_network_policy(
 
 
 def _cilium(
-    metadata: dict[str, Any], selector: dict[str, Any], cidrs: dict[str, set[int]], hosts: dict[str, set[int]]
+    metadata: dict[str, Any],
+    selector: dict[str, Any],
+    cidrs: dict[str, set[int]],
+    hosts: dict[str, set[int]],
+    run_egress: RunEgress,
 ) -> dict[str, Any]:
     def to_ports(ports: list[int]) -> list[dict[str, Any]]:
         return [{"ports": [{"port": str(p), "protocol": "TCP"} for p in ports]}]
 
     dns = {
-        "toEndpoints": [
-            {"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}
-        ],
+        "toEndpoints": cilium_endpoints(run_egress.dns),
         "toPorts": [
             {
                 "ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
@@ -535,6 +537,12 @@ def _cilium(
         }
         for group, ports in _grouped(hosts)
     ]
+    store = run_egress.object_store
+    if store and store.to:
+        rule: dict[str, Any] = {"toEndpoints": cilium_endpoints(store.to)}
+        if store.ports:
+            rule["toPorts"] = to_ports(store.ports)
+        egress.append(rule)
     return {
         "apiVersion": "cilium.io/v2",
         "kind": "CiliumNetworkPolicy",
