@@ -34,7 +34,7 @@ from atlasrun.cluster.contract import (
     WorkUnit,
     parse_summary,
 )
-from atlasrun.cluster.egress import RunEgress
+from atlasrun.cluster.egress import RunEgress, declared_egress
 from atlasrun.cluster.images import unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
 from atlasrun.cluster.placement import chart_defaults
@@ -190,6 +190,10 @@ class Observer:
         refused = blocked(check(body, self.settings.policy, namespace))
         if refused:
             return Snapshot(body=body, problems=(refused,), **base), ctx
+        try:  # the NetworkPolicy is derived from these: a bad apiBase blocks here, not in act
+            declared_egress(body, [], self.settings.s3_endpoint)
+        except AtlasError as exc:
+            return Snapshot(body=body, problems=(("InvalidSpec", str(exc)),), **base), ctx
         catalog = load_catalog()
         ctx.catalog = catalog = catalog.merged(body.servers.inline) if body.servers.inline else catalog
         ctx.runner_image = body.cluster.runner_image or self.settings.runner_image
