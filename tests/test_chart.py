@@ -366,7 +366,7 @@ EXPECTED_RULES = {
     ("networking.k8s.io", "networkpolicies"): {"create", "get"},
     ("", "events"): {"create", "patch", "list"},
     ("events.k8s.io", "events"): {"create", "patch"},
-    ("kueue.x-k8s.io", "workloads"): {"get", "list"},  # cluster/queueing.py: why a queued Job waits
+    ("kueue.x-k8s.io", "workloads"): {"get", "list", "patch"},  # cluster/queueing.py
 }
 CILIUM_RULE = {("cilium.io", "ciliumnetworkpolicies"): {"create", "get"}}
 FORBIDDEN_RESOURCES = {
@@ -1119,8 +1119,19 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
     (c,) = deployment["spec"]["template"]["spec"]["containers"]
     health, metrics_port = free_port(), free_port()
     args = [a.replace("0.0.0.0:8081", f"127.0.0.1:{health}") for a in c["args"]]
+    from_configmaps = {  # envFrom, as the kubelet resolves it (env wins): the installed policy ConfigMap
+        key: value
+        for source in c.get("envFrom") or []
+        for key, value in api.get(
+            f"/api/v1/namespaces/{NAMESPACE}/configmaps/{source['configMapRef']['name']}"
+        )
+        .json()["data"]
+        .items()
+    }
+    assert "ATLASRUN_POLICY" in from_configmaps
     env = {
         **os.environ,
+        **from_configmaps,
         **{e["name"]: e["value"] for e in c["env"]},
         "ATLAS_METRICS_PORT": str(metrics_port),
         "ATLAS_RECONCILE_INTERVAL": "1",

@@ -97,7 +97,9 @@ def test_operator_may_read_kueue_workloads(helm: Path) -> None:
         if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "atlasrun"
     )
     rules = [r for r in role["rules"] if "kueue.x-k8s.io" in r["apiGroups"]]
-    assert rules == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list"]}]
+    assert rules == [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "patch"]}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -156,3 +156,22 @@ def test_cilium_policy_uses_the_same_dns_and_object_store_values() -> None:
     assert default["spec"]["egress"][0]["toEndpoints"] == [
         {"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}
     ]
+
+
+def test_an_unusable_api_base_blocks_the_run_before_anything_is_rendered() -> None:
+    from atlasrun.cluster.observe import Observer
+    from atlasrun.cluster.reconcile import decide
+
+    run = {
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u", "generation": 1},
+        "spec": {
+            "tasks": {"configMap": "t"},
+            "models": [{"name": "m", "apiBase": "http://[::1/v1"}],
+            "cluster": {"runnerImage": "ghcr.io/x/runner@sha256:" + "a" * 64},
+        },
+    }
+    snapshot, _ = Observer().snapshot(run)
+    d = decide(snapshot)
+    blocked = next(c for c in d.status["conditions"] if c["type"] == "Blocked")
+    assert d.phase == "Blocked" and blocked["reason"] == "InvalidSpec"
+    assert "spec.models[0].apiBase" in blocked["message"]

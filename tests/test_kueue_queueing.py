@@ -12,7 +12,7 @@ from atlasrun.cluster.queueing import QUOTA_PENDING, pending
 
 def workload(job: str, *conditions: dict[str, Any], queue: str = "team-a") -> dict[str, Any]:
     return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
         "metadata": {
             "name": f"job-{job}-1a2b3",
@@ -52,3 +52,18 @@ def test_several_waiting_jobs_are_counted() -> None:
     b = workload("r-m-c1")
     _, message = pending([b, a], ["r-m-c0", "r-m-c1"]) or ("", "")
     assert message.startswith("Kueue has not admitted Job r-m-c0") and "and 1 more Job(s)" in message
+
+
+def test_deactivated_workloads_of_the_runs_jobs_are_named_for_reactivation() -> None:
+    from atlasrun.cluster.queueing import inactive, owned
+
+    off = workload("r-m-c0")
+    off["spec"]["active"] = False
+    on = workload("r-m-c1")
+    on["spec"]["active"] = True
+    default = workload("r-m-c2")  # no spec.active: active
+    others = workload("x-m-c0")
+    others["spec"]["active"] = False
+    jobs = ["r-m-c0", "r-m-c1", "r-m-c2"]
+    assert inactive([off, on, default, others], jobs) == ["job-r-m-c0-1a2b3"]
+    assert [w["metadata"]["name"] for w in owned([off, others], jobs)] == ["job-r-m-c0-1a2b3"]

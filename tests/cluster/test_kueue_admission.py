@@ -4,8 +4,9 @@ A run with ``spec.cluster.queueName`` gets its Jobs created suspended with the
 ``kueue.x-k8s.io/queue-name`` label; Kueue makes a Workload of each and admits it against its
 ClusterQueue's quota, then unsuspends the Job. Over quota, the run is ``Blocked/QuotaPending``
 with Kueue's own message and the Jobs stay suspended (the operator never unsuspends them); once
-the quota allows, Kueue admits them and the run is no longer blocked. A missing LocalQueue is
-explained the same way. The operator runs with the chart's RBAC only (it reads Workloads).
+the quota allows, Kueue admits them and the run is no longer blocked. Suspending the run
+deactivates its Workloads (Kueue suspends the Jobs), resuming reactivates them. A missing
+LocalQueue is explained the same way. The operator runs with the chart's RBAC only (it reads Workloads).
 """
 
 from __future__ import annotations
@@ -139,7 +140,41 @@ def test_over_quota_run_is_quota_pending_until_kueue_admits_it(queued: dict[str,
         interval=0.5,
     )
     assert get_run(api, NAMESPACE, "queued")["status"]["phase"] in ("Pending", "Running")
-    api.delete(f"{GROUP_PATH}/namespaces/{NAMESPACE}/atlasruns/queued")
+
+    # Suspending a queued run: its Workloads are deactivated, Kueue evicts them and suspends the
+    # Jobs (patching the Jobs instead would be undone: Kueue unsuspends admitted Jobs).
+    path = f"{GROUP_PATH}/namespaces/{NAMESPACE}/atlasruns/queued"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    api.patch(path, json={"spec": {"cluster": {"suspend": True}}}, headers=merge).raise_for_status()
+
+    def suspended() -> bool:
+        js = jobs_of(api, "queued")
+        wls = owned_workloads(kueue, js)
+        return (
+            bool(js)
+            and all(j["spec"]["suspend"] for j in js)
+            and all(w["spec"].get("active") is False for w in wls)
+        )
+
+    wait_for(suspended, 120, "the Workloads deactivated and the Jobs suspended by Kueue", interval=0.5)
+    wait_for(
+        lambda: get_run(api, NAMESPACE, "queued")["status"]["phase"] == "Suspended", 60, "phase Suspended"
+    )
+    time.sleep(3)
+    assert suspended()  # and they stay so
+    api.patch(path, json={"spec": {"cluster": {"suspend": False}}}, headers=merge).raise_for_status()
+    wait_for(
+        lambda: (js := jobs_of(api, "queued")) and all(not j["spec"].get("suspend") for j in js),
+        120,
+        "Kueue to admit the reactivated Workloads again",
+        interval=0.5,
+    )
+    assert all(
+        w["spec"].get("active") is not False and admitted(w)
+        for w in owned_workloads(kueue, jobs_of(api, "queued"))
+    )
+    assert get_run(api, NAMESPACE, "queued")["status"]["phase"] in ("Pending", "Running")
+    api.delete(path)
 
 
 def test_a_missing_local_queue_is_explained(queued: dict[str, Any]) -> None:

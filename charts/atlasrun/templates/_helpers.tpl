@@ -105,11 +105,11 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
   resources: ["ciliumnetworkpolicies"]
   verbs: ["create", "get"]
 {{- end }}
-# Kueue (spec.cluster.queueName): why a queued Job waits, from its Workload (read only; harmless
-# without Kueue).
+# Kueue (spec.cluster.queueName): why a queued Job waits, from its Workload; suspending a queued
+# run deactivates its Workloads (patch spec.active). Harmless without Kueue.
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads"]
-  verbs: ["get", "list"]
+  verbs: ["get", "list", "patch"]
 # Events: the run's own (create); the Job controller's FailedCreate (list: quota refusals).
 - apiGroups: [""]
   resources: ["events"]

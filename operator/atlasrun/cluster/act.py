@@ -21,6 +21,7 @@ from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, TasksRef, Wo
 from atlasrun.cluster.images import sidecar_servers
 from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
 from atlasrun.cluster.observe import Context, Settings
+from atlasrun.cluster.queueing import WorkloadReader
 from atlasrun.cluster.reconcile import Chunk, Decision
 from atlasrun.cluster.store import S3Results, parse_s3_uri
 from atlasrun.errors import AtlasError
@@ -54,6 +55,7 @@ class Actor:
         self.custom, self.networking = client.CustomObjectsApi(), client.NetworkingV1Api()
         self.settings = settings or Settings.from_env()
         self._ensured: set[str] = set()  # run UIDs whose ConfigMap and policy exist
+        self._workloads: WorkloadReader | None = None  # Kueue, for queued runs only
 
     # ------------------------------------------------------------------ entry point
 
@@ -91,7 +93,10 @@ class Actor:
         patches: dict[str, dict[str, Any]] = {}
         for name, width in d.parallelism.items():
             patches.setdefault(name, {})["parallelism"] = width
-        for name in d.suspend:
+        queued = ctx.body is not None and ctx.body.cluster.queue_name
+        if queued and (d.suspend or ctx.reactivate):  # Kueue owns suspend: (de)activate Workloads
+            self._kueue_suspend(ctx, d.suspend)
+        for name in [] if queued else d.suspend:
             patches.setdefault(name, {})["suspend"] = True
         for name in d.resume:
             patches.setdefault(name, {})["suspend"] = False
@@ -108,6 +113,19 @@ class Actor:
         return result
 
     # ------------------------------------------------------------------ pieces
+
+    def _kueue_suspend(self, ctx: Context, jobs: list[str]) -> None:
+        """A queued run: deactivate its suspended Jobs' Workloads (Kueue evicts them and suspends
+        the Jobs) or reactivate those observed deactivated (Kueue admits them again)."""
+        from atlasrun.cluster.queueing import WorkloadReader, owned
+
+        if self._workloads is None:
+            self._workloads = WorkloadReader()
+        if jobs:
+            found = owned(self._workloads.list(ctx.namespace), jobs)
+            self._workloads.set_active(ctx.namespace, [str(w["metadata"]["name"]) for w in found], False)
+        if ctx.reactivate:
+            self._workloads.set_active(ctx.namespace, ctx.reactivate, True)
 
     def _upload(self, uri: str, data: bytes) -> None:
         from atlasrun.cluster.store import StoreError

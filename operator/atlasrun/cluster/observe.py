@@ -33,12 +33,12 @@ from atlasrun.cluster.contract import (
     TasksRef,
     WorkUnit,
 )
-from atlasrun.cluster.egress import RunEgress
+from atlasrun.cluster.egress import RunEgress, declared_egress
 from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
 from atlasrun.cluster.placement import chart_defaults
 from atlasrun.cluster.policy import Policy, blocked, check
-from atlasrun.cluster.queueing import WorkloadReader, pending
+from atlasrun.cluster.queueing import WorkloadReader, inactive, pending
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
     JobObs,
@@ -96,6 +96,7 @@ class Context:
     tasks: dict[str, Task] = field(default_factory=dict)
     upload: tuple[str, bytes] | None = None  # (s3 uri, bytes): the task document to store first
     source_configmap: tuple[str, str] | None = None  # pods mount it (no object storage)
+    reactivate: list[str] = field(default_factory=list)  # Kueue Workloads to reactivate (resume)
 
 
 @dataclass
@@ -191,6 +192,10 @@ class Observer:
         refused = blocked(check(body, self.settings.policy, namespace))
         if refused:
             return Snapshot(body=body, problems=(refused,), **base), ctx
+        try:  # the NetworkPolicy is derived from these: a bad apiBase blocks here, not in act
+            declared_egress(body, [], self.settings.s3_endpoint)
+        except AtlasError as exc:
+            return Snapshot(body=body, problems=(("InvalidSpec", str(exc)),), **base), ctx
         catalog = load_catalog()
         ctx.catalog = catalog = catalog.merged(body.servers.inline) if body.servers.inline else catalog
         ctx.runner_image = body.cluster.runner_image or self.settings.runner_image
@@ -212,7 +217,9 @@ class Observer:
         health = self._check_health(namespace, name, jobs)
         queued = [j.name for j in jobs if j.suspended and not j.finished and not j.deleting]
         if body.cluster.queue_name and queued and not body.cluster.suspend:
-            waiting = pending(self.workloads.list(namespace), queued)  # Kueue has not admitted them
+            workloads = self.workloads.list(namespace)
+            ctx.reactivate = inactive(workloads, queued)  # the run was resumed
+            waiting = None if ctx.reactivate else pending(workloads, queued)  # Kueue has not admitted them
             health = (waiting, *health) if waiting else health
         return Snapshot(body=body, tasks=loaded.obs, jobs=tuple(jobs), health=health, **base), ctx
 

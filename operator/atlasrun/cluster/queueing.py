@@ -8,9 +8,16 @@ the Job (the operator never does, see ``reconcile.decide``). While a Workload wa
 (e.g. "couldn't assign flavors to pod set main: insufficient quota for cpu ..." or
 "LocalQueue team-a doesn't exist").
 
-Workloads are read as ``kueue.x-k8s.io/v1beta1`` (served by every Kueue release with this API,
-v0.15 included). Without Kueue (no such resource) or without the RBAC to read Workloads the
-reader reports nothing and the run simply stays Pending.
+Suspending a queued run cannot go through the Jobs (Kueue unsuspends an admitted Job again):
+the operator deactivates the Jobs' Workloads (``spec.active: false``), Kueue evicts them and
+suspends the Jobs, keeping their progress; on resume it reactivates them (``inactive(...)``
+names those still deactivated) and Kueue admits them again.
+
+Workloads are read and patched in the newest API version the cluster serves (``v1beta2`` since
+Kueue v0.15, else ``v1beta1``): the fields used here (conditions, ``spec.active``,
+``spec.queueName``) are the same in both, and the version Kueue itself works in needs no
+conversion. Without Kueue (no such resource) or without the RBAC to read Workloads the reader
+reports nothing and the run simply stays Pending.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-GROUP, VERSION, PLURAL = "kueue.x-k8s.io", "v1beta1", "workloads"
+GROUP, PLURAL = "kueue.x-k8s.io", "workloads"
+VERSIONS = ("v1beta2", "v1beta1")  # newest first
 QUOTA_PENDING = "QuotaPending"
 ADMITTED = ("QuotaReserved", "Admitted")
 
@@ -32,6 +40,21 @@ def _owner_job(workload: Mapping[str, Any]) -> str | None:
         if owner.get("kind") == "Job" and owner.get("apiVersion", "").startswith("batch/"):
             return str(owner.get("name"))
     return None
+
+
+def owned(workloads: Iterable[Mapping[str, Any]], jobs: Iterable[str]) -> list[Mapping[str, Any]]:
+    """The Workloads of ``jobs`` (by the Job owner reference)."""
+    names = set(jobs)
+    return [w for w in workloads if _owner_job(w) in names]
+
+
+def inactive(workloads: Iterable[Mapping[str, Any]], jobs: Iterable[str]) -> list[str]:
+    """Names of the Workloads of ``jobs`` that are deactivated (``spec.active: false``)."""
+    return sorted(
+        str(w["metadata"]["name"])
+        for w in owned(workloads, jobs)
+        if (w.get("spec") or {}).get("active") is False
+    )
 
 
 def pending(workloads: Iterable[Mapping[str, Any]], queued_jobs: Iterable[str]) -> tuple[str, str] | None:
@@ -59,30 +82,50 @@ def pending(workloads: Iterable[Mapping[str, Any]], queued_jobs: Iterable[str]) 
 
 
 class WorkloadReader:
-    """Lists Kueue Workloads of a namespace (plain JSON); empty without Kueue or RBAC."""
+    """Lists Kueue Workloads of a namespace (plain JSON; empty without Kueue or RBAC) and
+    (de)activates them."""
 
     def __init__(self) -> None:
         from kubernetes import client
 
         self.custom = client.CustomObjectsApi()
+        self.version: str | None = None  # the first of VERSIONS the cluster serves
         self._unavailable_logged = False
 
     def list(self, namespace: str) -> list[dict[str, Any]]:
         from kubernetes.client.rest import ApiException
 
-        try:
-            response = self.custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, _preload_content=False
-            )
-        except ApiException as exc:
-            if exc.status not in (403, 404):
-                raise
-            if not self._unavailable_logged:
-                log.warning(
-                    "cannot read Kueue Workloads (%s %s): queue waits stay unexplained",
-                    exc.status,
-                    exc.reason,
+        error: ApiException | None = None
+        for version in (self.version,) if self.version else VERSIONS:
+            try:
+                response = self.custom.list_namespaced_custom_object(
+                    GROUP, version, namespace, PLURAL, _preload_content=False
                 )
-                self._unavailable_logged = True
-            return []
-        return list(json.loads(response.data).get("items") or [])
+            except ApiException as exc:
+                if exc.status not in (403, 404):
+                    raise
+                error = exc
+                continue
+            self.version = version
+            return list(json.loads(response.data).get("items") or [])
+        if not self._unavailable_logged and error is not None:
+            log.warning(
+                "cannot read Kueue Workloads (%s %s): queue waits stay unexplained",
+                error.status,
+                error.reason,
+            )
+            self._unavailable_logged = True
+        return []
+
+    def set_active(self, namespace: str, names: Iterable[str], active: bool) -> None:
+        from kubernetes.client.rest import ApiException
+
+        version = self.version or VERSIONS[0]
+        for name in names:
+            try:
+                self.custom.patch_namespaced_custom_object(
+                    GROUP, version, namespace, PLURAL, name, {"spec": {"active": active}}
+                )
+            except ApiException as exc:
+                if exc.status != 404:  # gone with its Job: nothing to do
+                    raise
