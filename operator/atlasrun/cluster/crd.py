@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from atlasrun.cluster.usage import ModelUsage
 from atlasrun.runspec.run import API_VERSION, RunSpecBody
 
 GROUP, VERSION = API_VERSION.split("/")
@@ -154,6 +155,10 @@ class ModelStatus(_Status):
     excluded_items: int = Field(default=0, ge=0, description="items the runner reported excluded")
     chunks_done: str = Field(
         default="", description="chunks (Indexed Jobs) already counted, as ranges, e.g. 0-4,7"
+    )
+    usage: ModelUsage = Field(
+        default_factory=ModelUsage,
+        description="tokens, cost, provider retries and 429s, errors by kind, tool errors by server",
     )
 
 

@@ -37,7 +37,9 @@ Exit codes (the Job's podFailurePolicy keys on them):
 - anything else (``1``: an unexpected crash, with its traceback) is retried the same way.
 
 The termination summary has ``task, model, repeat, status, reason, coverage, passed,
-tool_calls, wall_s, tokens, cost_usd, infra, result, exit_code``; ``infra`` is true for
+tool_calls, wall_s, tokens, cost_usd, tool_errors, provider_retries, rate_limited, infra, result,
+exit_code`` (``usage.summary_fields``: tool errors by server and kind, provider retries and
+429s, which the operator folds into ``status.models[m].usage``); ``infra`` is true for
 exit codes 3 and 4 (the outcome is not the model's), ``result`` is the stored object's
 URI (null when nothing was stored). Secrets (the run's key env vars, AWS credentials)
 are masked in everything printed or written.
@@ -59,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atlasrun.cluster import usage
 from atlasrun.cluster.contract import (
     ENV_INDEX,
     ENV_WORK_UNIT,
@@ -381,6 +384,7 @@ def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]
         "wall_s": round(result.wall_s, 3),
         "tokens": {"prompt": result.prompt_tokens, "completion": result.completion_tokens},
         "cost_usd": result.cost_usd,
+        **usage.summary_fields(result),
         "infra": code in (EXIT_RETRY, EXIT_STORE),
         "result": stored,
         "exit_code": code,
