@@ -48,6 +48,7 @@ OUTCOMES = ("passed", "failed", "errored", "excluded")
 Z95 = 1.959964
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
 PASS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+WAIT_BUCKETS = (0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600)
 
 
 @dataclass
@@ -102,7 +103,7 @@ class Metrics:
         self.queue_wait = Histogram(
             "atlasrun_operator_queue_wait_seconds",
             "Time a due run waited in the work queue for a worker",
-            buckets=PASS_BUCKETS,
+            buckets=WAIT_BUCKETS,
             registry=registry,
         )
         self.queue_depth = Gauge(
@@ -203,10 +204,10 @@ class Metrics:
                 fam.gauge("atlasrun_run_blocked", [namespace, run, view["blocked"]], 1)
             for model, row in sorted(view["models"].items()):
                 _model_series(fam, [namespace, run, model], row)
-        for (namespace, run), models in sorted(live.items()):
-            if (namespace, run) not in runs:
-                continue
-            for model, jobs in sorted(models.items()):
+        for (namespace, run), view in sorted(runs.items()):
+            observed = live.get((namespace, run), {})
+            for model in sorted(set(view["models"]) | set(observed)):
+                jobs = observed.get(model) or LiveJobs()  # none live: 0, the series stays
                 labels = [namespace, run, model]
                 fam.gauge("atlasrun_jobs", [*labels, "active"], jobs.active)
                 fam.gauge("atlasrun_jobs", [*labels, "suspended"], jobs.suspended)
