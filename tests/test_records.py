@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from atlasrun.cluster import usage
 from atlasrun.cluster.images import servers_used
-from atlasrun.cluster.metrics import Metrics, task_finished
+from atlasrun.cluster.metrics import Metrics
 from atlasrun.cluster.reconcile import JobState, record_from_job
 from atlasrun.diagnostics.model import Diagnosis
 from atlasrun.diagnostics.store import DiagnosesLog
@@ -151,16 +152,18 @@ def test_metrics_count_errors_by_the_typed_kind() -> None:
     )
     record = record_from_job(job, "m")
     assert record is not None and record["k"] == "judge"
-    task_finished("run", record, metrics)
     lost = record_from_job(
         JobState(name="k", active=False, succeeded=False, failed=True, failure_reason="BackoffLimitExceeded"),
         "m",
     )
     assert lost is not None
-    task_finished("run", lost, metrics)
+    spent = usage.fold(usage.fold(None, record), lost)  # as the run's status folds them
+    metrics.run_seen(
+        {"metadata": {"namespace": "ns", "name": "run"}, "status": {"models": {"m": {"usage": spent}}}}
+    )
     for kind in ("judge", "job_failed"):
-        labels = {"run": "run", "model": "m", "kind": kind}
-        assert registry.get_sample_value("atlasrun_task_errors_total", labels) == 1.0
+        labels = {"namespace": "ns", "run": "run", "model": "m", "kind": kind}
+        assert registry.get_sample_value("atlasrun_item_errors_total", labels) == 1.0
 
 
 # --- per-task names -----------------------------------------------------------------------------
