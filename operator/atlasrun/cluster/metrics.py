@@ -261,7 +261,7 @@ RUN_FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "atlasrun_items": (
         "counter",
         (*MODEL, "outcome"),
-        "Counted work items by outcome (from the run's status)",
+        "Counted work items by outcome (from the run's status; excluded: also tasks excluded by the plan)",
     ),
     "atlasrun_items_planned": ("gauge", MODEL, "Work items of the run's plan (tasks x repeats)"),
     "atlasrun_items_waiting": (
