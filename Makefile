@@ -42,7 +42,7 @@ demo: servers sandbox-deps
 sandbox-deps:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    apt-get -o DPkg::Lock::Timeout=900 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
 	      bubblewrap; \
 	  else echo "warning: bwrap missing and cannot apt-get it: code-executing servers will refuse to start"; fi; }
 
@@ -50,7 +50,7 @@ sandbox-deps:
 system-deps: sandbox-deps
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    apt-get -o DPkg::Lock::Timeout=900 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
 	      chromium fonts-liberation; \
 	  else echo "warning: chromium missing and cannot apt-get it; report rendering tests will skip"; fi; }
 
