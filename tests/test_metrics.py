@@ -15,6 +15,7 @@ tests/cluster/test_metrics_operator.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
 from atlasrun.cluster import usage
 from atlasrun.cluster.metrics import RUN_FAMILIES, Metrics, wilson
 from atlasrun.cluster.reconcile import JobObs, record
-from atlasrun.cluster.runtask import summary
+from atlasrun.cluster.runtask import compact, summary
 from atlasrun.provider import Endpoint, complete
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
@@ -183,6 +184,22 @@ def test_usage_travels_from_the_result_through_status_into_counters(exporter: Ex
     assert value(s, "atlasrun_items_total", **labels, outcome="errored") == 2
     assert value(s, "atlasrun_items_waiting", **labels) == 7
     assert value(s, "atlasrun_pass_rate", **labels) == 1.0
+
+
+def test_usage_fits_the_termination_message_whatever_the_transcript() -> None:
+    """Many failing tools on many servers and a huge reason: the 4 KiB summary keeps its usage."""
+    result = result_with_transcript(status="error", error_kind=ErrorKind.PROVIDER, reason="x" * 10_000)
+    assert result.transcript is not None
+    result.servers = [f"server-{i}" for i in range(40)]
+    kinds = ("tool_error", "transport", "tool_timeout", "invalid_arguments")
+    result.transcript.calls = [
+        CallRecord(id=str(i), name=f"server-{i % 40}_tool", is_error=True, error_kind=kinds[i % 4])
+        for i in range(400)
+    ]
+    text = compact(summary(result, None, 3))
+    assert len(text.encode()) <= 4000
+    outcome = record(json.loads(text), "gpt", True)
+    assert outcome["u"]["rl"] == 2 and len(outcome["u"]["te"]) == usage.MAX_TOOL_ERROR_KEYS
 
 
 def test_an_unknown_error_kind_is_counted_as_other() -> None:

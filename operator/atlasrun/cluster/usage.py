@@ -22,7 +22,7 @@ from pydantic.alias_generators import to_camel
 from atlasrun.errors import ErrorKind
 from atlasrun.scoring.result import TaskResult
 
-MAX_TOOL_ERROR_KEYS = 64  # a summary stays far below the 4 KiB termination message
+MAX_TOOL_ERROR_KEYS = 16  # (server, kind) pairs: the summary stays far below its 4 KiB
 OTHER_SERVER = "other"
 
 
