@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -376,3 +377,58 @@ def test_deleting_a_run_removes_its_series(stack: dict[str, Any]) -> None:
     wait_for(lambda: not prom.query('{run="sweep"}'), 30, "the run's series stale in Prometheus")
     assert 'run="unpinned"' in scrape(port)  # the other run's stay
     assert prom.query('atlasrun_run_blocked{run="unpinned"}')
+
+
+def test_only_the_leader_exports_run_series(stack: dict[str, Any]) -> None:
+    """Two replicas with Lease election: the leader exports the runs' series, the standby only its
+    own health (else every per-run sum would double); when the leader dies the other takes over."""
+    stack["operator"].stop()
+    replicas = []
+    for i in range(2):
+        replica = Operator(
+            stack["operator"].env["KUBECONFIG"],
+            NAMESPACE,
+            stack["operator"].env["ATLAS_S3_ENDPOINT"],
+            free_port(),
+        )
+        replica.env.update(
+            {
+                "ATLAS_LEADER_ELECTION": "1",
+                "ATLAS_LEADER_NAMESPACE": NAMESPACE,
+                "ATLAS_LEASE_SECONDS": "6",
+                "ATLAS_LEASE_RENEW_SECONDS": "2",
+            }
+        )
+        replica.log = replica.log.with_name(f"atlas-operator-{NAMESPACE}-replica{i}.log")
+        replica.start()
+        replicas.append(replica)
+
+    def roles() -> dict[int, tuple[float, bool]]:
+        """replica index -> (atlasrun_operator_leader, exports the blocked run's series)."""
+        found = {}
+        for i, replica in enumerate(replicas):
+            if replica.proc is None or replica.proc.poll() is not None:
+                continue
+            try:
+                text = scrape(int(replica.env["ATLAS_METRICS_PORT"]))
+            except httpx.HTTPError:
+                continue
+            leader = re.search(r"^atlasrun_operator_leader (\S+)$", text, re.M)
+            if leader:
+                found[i] = (float(leader.group(1)), 'run="unpinned"' in text)
+        return found
+
+    try:
+        wait_for(
+            lambda: sorted(roles().values()) == [(0.0, False), (1.0, True)],
+            90,
+            "one leader exporting, one standby",
+        )
+        leader = next(i for i, (lead, _) in roles().items() if lead == 1.0)
+        replicas[leader].stop(signal.SIGKILL)
+        wait_for(
+            lambda: list(roles().values()) == [(1.0, True)], 90, "the standby took over and exports the runs"
+        )
+    finally:
+        for replica in replicas:
+            replica.stop()
