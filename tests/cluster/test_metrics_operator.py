@@ -7,7 +7,7 @@ metrics Service's name, the release's namespace as target label, ``honor_labels`
 node, in instant mode: each pod finishes at once with the termination summary a runner would
 write (tokens, cost, 429s, tool errors, error kinds), so the numbers are known.
 
-- Every panel of both dashboards returns data, every alert expression evaluates and the ones
+- The README's metrics table is what the operator exports; every panel of both dashboards returns data, every alert expression evaluates and the ones
   that should hold do (a blocked run, a model with many errors and 429s).
 - The finished-items counters survive an operator restart without a reset (``resets() == 0``).
 - Deleting a run removes its series from the endpoint and from Prometheus.
@@ -338,6 +338,20 @@ def helm_rules() -> dict[str, str]:
     )
     rule = next(d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "PrometheusRule")
     return {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
+
+
+def test_the_readme_table_is_what_the_running_operator_exports(stack: dict[str, Any]) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from test_metrics import readme_table
+
+    exported = {}
+    for family in text_string_to_metric_families(scrape(stack["port"])):
+        name = family.name + ("_total" if family.type == "counter" else "")
+        if name.startswith("atlasrun_") and family.samples and not name.endswith("_created"):
+            labels = {k for s in family.samples for k in s.labels if k != "le"}
+            exported[name] = (family.type, tuple(sorted(labels)))
+    assert exported == readme_table()
 
 
 def test_finished_items_survive_an_operator_restart(stack: dict[str, Any]) -> None:
