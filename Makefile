@@ -87,7 +87,7 @@ node-if-possible: controlplane
 # guardrails configured in pyproject.toml and the tests that need nothing beyond this checkout
 # (markers: pyproject.toml). mypy --strict is blocking (MYPY=advisory only prints the error count).
 MYPY := blocking
-UNIT_TESTS := not servers and not cluster and not node and not network and not tools
+UNIT_TESTS := not servers and not cluster and not node and not network and not tools and not heavy
 CHECK_JOBS ?= 2
 check: check-lint check-types check-unit
 
@@ -95,6 +95,7 @@ check-lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/vulture
 
 check-types: venv
 ifeq ($(MYPY),blocking)

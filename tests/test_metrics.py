@@ -31,6 +31,7 @@ from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
 from atlasrun.cluster import usage
 from atlasrun.cluster.metrics import RUN_FAMILIES, Metrics, wilson
 from atlasrun.cluster.reconcile import JobObs, record
+from atlasrun.cluster.records import read_summary
 from atlasrun.cluster.runtask import compact, summary
 from atlasrun.provider import Endpoint, complete
 from atlasrun.scoring.result import ErrorKind, TaskResult
@@ -159,7 +160,9 @@ def test_usage_travels_from_the_result_through_status_into_counters(exporter: Ex
     errored = result_with_transcript(
         status="error", error_kind=ErrorKind.SERVER_TRANSPORT, reason="git crashed"
     )
-    outcomes = [record(summary(r, None, 0), "gpt", False) for r in (passed, errored)]
+    outcomes = [
+        record(read_summary(json.dumps(summary(r, None, 0)), "test"), "gpt", False) for r in (passed, errored)
+    ]
     outcomes.append(record(None, "gpt", True, "DeadlineExceeded"))  # a pod that died without a summary
     exporter.metrics.run_seen(run_object("team-a", "sweep", "Running", {"gpt": status_from(outcomes, 10)}))
     s = exporter.scrape()
@@ -198,7 +201,7 @@ def test_usage_fits_the_termination_message_whatever_the_transcript() -> None:
     ]
     text = compact(summary(result, None, 3))
     assert len(text.encode()) <= 4000
-    outcome = record(json.loads(text), "gpt", True)
+    outcome = record(read_summary(text, "test"), "gpt", True)
     assert outcome["u"]["rl"] == 2 and len(outcome["u"]["te"]) == usage.MAX_TOOL_ERROR_KEYS
 
 

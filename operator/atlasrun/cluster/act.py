@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from atlasrun.cluster import metrics
-from atlasrun.cluster.contract import GROUP, PLURAL, VERSION, TasksRef, WorkUnit
-from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, TasksRef, WorkUnit
+from atlasrun.cluster.images import sidecar_servers
 from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
 from atlasrun.cluster.observe import Context, Settings
 from atlasrun.cluster.reconcile import Chunk, Decision
@@ -26,6 +26,7 @@ from atlasrun.cluster.store import S3Results, parse_s3_uri
 from atlasrun.errors import AtlasError
 from atlasrun.redact import scrub
 from atlasrun.runspec.run import API_VERSION
+from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.model import TaskLimits
 
 log = logging.getLogger("atlasrun.act")
@@ -145,7 +146,8 @@ class Actor:
             "data": {"run.yaml": yaml.safe_dump(run_file)},
         }
         self._ignore(409, lambda: self.core.create_namespaced_config_map(ctx.namespace, configmap))
-        servers = sorted({s for t in ctx.tasks.values() for s in self._servers(ctx, t.id)})
+        sidecars = sidecar_servers(ctx.body, ctx.catalog)
+        servers = sorted({s for t in ctx.tasks.values() for s in task_servers(t, sidecars).connect})
         policy = render_network_policy(
             ctx.name,
             ctx.namespace,
@@ -165,19 +167,6 @@ class Actor:
                 ),
             )
         self._ensured.add(ctx.uid)
-
-    @staticmethod
-    def _servers(ctx: Context, task_id: str) -> list[str]:
-        from atlasrun.servers.selection import enabled_servers, task_servers
-
-        assert ctx.body is not None and ctx.catalog is not None
-        by_name = ctx.catalog.by_name()
-        enabled = set(enabled_servers(ctx.body.servers.enabled, by_name))
-        return [
-            s
-            for s in task_servers(ctx.tasks[task_id], enabled).connect
-            if by_name.get(s) and ctx.catalog.get(s).image
-        ]
 
     def _render(self, ctx: Context, chunk: Chunk, width: int, d: Decision) -> dict[str, Any]:
         assert ctx.body is not None and ctx.catalog is not None and ctx.runner_image

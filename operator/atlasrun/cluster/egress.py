@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
+from atlasrun.cluster.contract import ANNOTATION_EGRESS
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Egress, ServerSpec
 
-ANNOTATION = "atlasrun.dev/egress"
+ANNOTATION = ANNOTATION_EGRESS  # contract.py: one source of the run objects' keys
 
 
 def endpoint_egress(url: str, where: str) -> Egress:

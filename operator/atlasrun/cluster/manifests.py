@@ -42,10 +42,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from atlasrun.cluster.contract import (
+    ANNOTATION_EGRESS_HOSTS,
+    ANNOTATION_EGRESS_NOTE,
     ANNOTATION_MODEL,
     APP,
+    ENV_DATA_DIR,
+    ENV_RUN_SPEC,
+    ENV_SERVER_NAME,
+    ENV_SERVER_PORT,
     ENV_WORK_UNIT,
     EXIT_INPUT,
+    KIND,
     LABEL_APP,
     LABEL_CHUNK,
     LABEL_MODEL,
@@ -54,14 +61,10 @@ from atlasrun.cluster.contract import (
     RUNNER,
     WorkUnit,
 )
-from atlasrun.cluster.crd import KIND
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, RunSpecBody
 from atlasrun.servers.catalog import Egress, ServerSpec
 from atlasrun.tasks.model import TaskLimits
-
-ANNOTATION_EGRESS_HOSTS = "atlasrun.dev/egress-hosts"
-ANNOTATION_EGRESS_NOTE = "atlasrun.dev/egress-note"
 
 SPEC_DIR = "/etc/atlasrun"
 RUN_FILE = "run.yaml"
@@ -221,9 +224,9 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
     port = server.port
     rendered = server.render({"port": str(port), "data_dir": body.data_mount, "scratch_dir": "/tmp"})
     env = [
-        _env("ATLAS_SERVER_NAME", server.name),
-        _env("ATLAS_SERVER_PORT", str(port)),
-        _env("ATLAS_DATA_DIR", body.data_mount),
+        _env(ENV_SERVER_NAME, server.name),
+        _env(ENV_SERVER_PORT, str(port)),
+        _env(ENV_DATA_DIR, body.data_mount),
     ]
     env += [_env(k, v) for k, v in sorted(rendered.env.items())]
     env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
@@ -293,7 +296,7 @@ def render_job(
     annotations = {ANNOTATION_MODEL: model.name}
     data_mount = {"name": "data", "mountPath": body.data_mount}
     env = [
-        _env("ATLAS_RUN_SPEC", f"{SPEC_DIR}/{RUN_FILE}"),
+        _env(ENV_RUN_SPEC, f"{SPEC_DIR}/{RUN_FILE}"),
         _env(ENV_WORK_UNIT, unit.to_env()),
         _env("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
         _env("PYTHONDONTWRITEBYTECODE", "1"),

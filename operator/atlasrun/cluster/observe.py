@@ -32,9 +32,8 @@ from atlasrun.cluster.contract import (
     RUNNER,
     TasksRef,
     WorkUnit,
-    parse_summary,
 )
-from atlasrun.cluster.images import unpinned_images
+from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
@@ -46,11 +45,12 @@ from atlasrun.cluster.reconcile import (
     parse_ranges,
     record,
 )
+from atlasrun.cluster.records import TaskSummary, read_summary
 from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog, load_catalog
-from atlasrun.servers.selection import enabled_servers, task_servers
+from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 
@@ -167,6 +167,8 @@ class Observer:
             body = RunSpecBody.model_validate(dict(run.get("spec") or {}))
         except ValidationError as exc:
             return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
+        if unsupported := cluster_spec_problems(body):
+            return Snapshot(body=None, problems=(("InvalidSpec", "; ".join(unsupported)),), **base), ctx
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
         catalog = load_catalog()
@@ -352,7 +354,11 @@ class Observer:
                 attempt, failed = last.get(i), True
             else:
                 continue  # never finished (the Job as a whole failed): decide records job_failed
-            summary = parse_summary(_runner_message(attempt)) if attempt else None
+            summary = (
+                read_summary(_runner_message(attempt), f"pod {attempt['metadata']['name']}")
+                if attempt
+                else None
+            )
             if summary is None:
                 missing.append(i)
             else:
@@ -378,18 +384,7 @@ class Observer:
                 task_id, repeat = unit.item(i)
                 result = store.get_result(unit.model, task_id, repeat)
                 if result is not None:
-                    outcomes[i] = record(
-                        {
-                            "status": result.status,
-                            "passed": result.passed,
-                            "coverage": result.coverage,
-                            "wall_s": result.wall_s,
-                            "error_kind": result.error_kind,
-                            "reason": result.reason,
-                        },
-                        obs.model,
-                        i in obs.failed_indexes,
-                    )
+                    outcomes[i] = record(TaskSummary.of_result(result), obs.model, i in obs.failed_indexes)
         except (StoreError, AtlasError) as exc:
             return str(exc)
         return None
@@ -482,8 +477,8 @@ def _unit_of(job: Mapping[str, Any]) -> WorkUnit | None:
         for env in container.get("env") or []:
             if env.get("name") == ENV_WORK_UNIT and env.get("value"):
                 try:
-                    return WorkUnit.model_validate_json(env["value"])
-                except ValidationError:
+                    return WorkUnit.from_json(env["value"], ENV_WORK_UNIT)
+                except (ValueError, AtlasError):  # malformed, or of an unknown schema version
                     return None
     return None
 
@@ -502,24 +497,19 @@ def _parse(
         tasks = [t for t in tasks if t.id in wanted]
     if source.limit:
         tasks = tasks[: source.limit]
-    by_name = catalog.by_name()
-    enabled = set(enabled_servers(body.servers.enabled, by_name))
+    sidecars = set(sidecar_servers(body, catalog))
     runnable: list[PlannedTask] = []
     excluded: list[tuple[str, str]] = [
         (r.where, f"rejected: {r.field}: {r.message}") for r in loaded.rejected
     ]
     by_id: dict[str, Task] = {}
     for task in tasks:
-        servers = task_servers(task, enabled)
-        missing = [
-            s for s in servers.required if s not in enabled or not by_name.get(s) or not catalog.get(s).image
-        ]
-        if missing:
+        servers = task_servers(task, sidecars)
+        if servers.missing:
             excluded.append(
-                (task.id, f"needs server(s) not enabled or without an image: {', '.join(missing)}")
+                (task.id, f"needs server(s) not enabled or without an image: {', '.join(servers.missing)}")
             )
             continue
-        connect = tuple(s for s in servers.connect if by_name.get(s) and catalog.get(s).image)
-        runnable.append(PlannedTask(task.id, connect))
+        runnable.append(PlannedTask(task.id, tuple(servers.connect)))
         by_id[task.id] = task
     return runnable, excluded, by_id

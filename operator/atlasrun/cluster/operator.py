@@ -34,8 +34,7 @@ import kopf
 
 from atlasrun.cluster import metrics
 from atlasrun.cluster.act import Actor, Conflict, UploadFailed
-from atlasrun.cluster.contract import APP, GROUP, LABEL_APP, PLURAL, VERSION
-from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.contract import APP, GROUP, KIND, LABEL_APP, PLURAL, VERSION
 from atlasrun.cluster.leader import LeaderElector
 from atlasrun.cluster.observe import Observer, Settings
 from atlasrun.cluster.reconcile import TasksObs, decide

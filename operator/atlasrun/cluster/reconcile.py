@@ -33,8 +33,10 @@ from atlasrun.cluster.contract import (
     FAILED,
     PROGRESSING,
     READY,
+    Phase,
     TasksRef,
 )
+from atlasrun.cluster.records import TaskSummary, status_dump
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.scoring.result import ErrorKind
 
@@ -130,25 +132,25 @@ class Decision:
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (Normal|Warning, reason, message)
     accounted: list[Record] = field(default_factory=list)  # newly counted outcomes (metrics)
     requeue_after: float = RESYNC_S
-    phase: str = "Pending"
+    phase: Phase = Phase.PENDING
 
 
 # ---------------------------------------------------------------- records
 
 
-def record(summary: Mapping[str, Any] | None, model: str, failed: bool, failure: str | None = None) -> Record:
+def record(summary: TaskSummary | None, model: str, failed: bool, failure: str | None = None) -> Record:
     """The compact outcome of an item's last attempt: its termination summary, or, without one, an
     error (``job_failed``) when the attempt failed; a success without a summary is an error too."""
     if summary is not None:
         return {
-            "s": summary.get("status", "error"),
-            "p": summary.get("passed"),
-            "c": summary.get("coverage"),
-            "w": summary.get("wall_s"),
+            "s": summary.status,
+            "p": summary.passed,
+            "c": summary.coverage,
+            "w": summary.wall_s,
             "m": model,
-            "k": summary.get("error_kind") if summary.get("status", "error") != "scored" else None,
-            "r": _short(summary.get("reason")),
-            "u": usage.from_summary(summary),
+            "k": summary.error_kind if summary.status != "scored" else None,
+            "r": _short(summary.reason),
+            "u": usage.from_summary(summary.model_dump()),
         }
     reason = f"job failed: {failure or 'no termination message'}" if failed else "no result reported"
     return {
@@ -160,28 +162,6 @@ def record(summary: Mapping[str, Any] | None, model: str, failed: bool, failure:
         "k": ErrorKind.JOB_FAILED.value,
         "r": _short(reason),
     }
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One attempt's view, for ``record_from_job`` (kept for callers of the per-item API)."""
-
-    name: str
-    active: bool
-    succeeded: bool
-    failed: bool
-    summary: dict[str, Any] | None = None
-    failure_reason: str | None = None
-
-
-JobState = Attempt
-
-
-def record_from_job(job: Attempt, model: str) -> Record | None:
-    """The record of a finished attempt; None while it runs."""
-    if not (job.succeeded or job.failed):
-        return None
-    return record(job.summary, model, job.failed, job.failure_reason)
 
 
 def _short(text: Any) -> str | None:
@@ -280,7 +260,7 @@ def decide(s: Snapshot) -> Decision:
         blocked.append(s.tasks.error)
     if blocked or s.body is None or s.tasks is None or s.tasks.pin is None:
         reason, message = blocked[0] if blocked else ("InvalidSpec", "the run could not be planned")
-        d.phase = "Blocked"
+        d.phase = Phase.BLOCKED
         status.update(
             {k: old[k] for k in ("progress", "running", "models", "passRates", "tasks") if k in old}
         )
@@ -392,14 +372,14 @@ def decide(s: Snapshot) -> Decision:
     if waiting_on_store and not health:
         health = ("ObjectStoreUnavailable", f"cannot read finished items' results: {waiting_on_store}")
     if suspended and not all_counted:
-        d.phase = "Suspended"
+        d.phase = Phase.SUSPENDED
     elif all_counted:
-        d.phase = "Failed" if failure else "Succeeded"
+        d.phase = Phase.FAILED if failure else Phase.SUCCEEDED
     elif health:
-        d.phase = "Blocked"
+        d.phase = Phase.BLOCKED
     else:
         any_live = any(live_of.values()) or d.create
-        d.phase = "Running" if (done or any_live) else "Pending"
+        d.phase = Phase.RUNNING if (done or any_live) else Phase.PENDING
     _finish(d, s, old, status, blocked=health, done=all_counted, failure=failure)
     if health:
         d.requeue_after = STORE_RECHECK_S if health[0] == "ObjectStoreUnavailable" else HEALTH_RECHECK_S
@@ -538,11 +518,11 @@ def _finish(
         if done and not failure
         else (False, "Failed" if failure else "ItemsRemaining", ""),
         PROGRESSING: (
-            phase in ("Running", "Pending"),
-            phase if phase != "Blocked" else blocked[0] if blocked else phase,
+            phase in (Phase.RUNNING, Phase.PENDING),
+            str(phase) if phase != Phase.BLOCKED else blocked[0] if blocked else str(phase),
             "",
         ),
-        READY: (not blocked and not failure, phase if not blocked else blocked[0], ""),
+        READY: (not blocked and not failure, str(phase) if not blocked else blocked[0], ""),
     }
     if done:
         wanted[PROGRESSING] = (False, "Finished", "")
@@ -572,7 +552,7 @@ def _finish(
                 text = f"{message}; pass rates {status.get('passRates', '')}"
             d.events.append((level, reason if kind != COMPLETE else "Completed", text))
     status["conditions"] = conditions
-    d.status = status
+    d.status = status = status_dump(status)  # validated against records.RunStatus (the CRD's schema)
     d.status_patch = {k: v for k, v in status.items() if old.get(k) != v}
     if blocked is None and "tasks" in d.status_patch and not (old.get("tasks") or {}).get("sha256"):
         pin = status["tasks"]

@@ -38,8 +38,8 @@ Exit codes (the Job's podFailurePolicy keys on them):
 
 The termination summary has ``task, model, repeat, status, reason, coverage, passed,
 tool_calls, wall_s, tokens, cost_usd, tool_errors, provider_retries, rate_limited, infra, result,
-exit_code`` (``usage.summary_fields``: tool errors by server and kind, provider retries and
-429s, which the operator folds into ``status.models[m].usage``); ``infra`` is true for
+exit_code`` (``records.TaskSummary``; the usage fields come from ``usage.summary_fields`` and
+the operator folds them into ``status.models[m].usage``); ``infra`` is true for
 exit codes 3 and 4 (the outcome is not the model's), ``result`` is the stored object's
 URI (null when nothing was stored). Secrets (the run's key env vars, AWS credentials)
 are masked in everything printed or written.
@@ -61,9 +61,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from atlasrun.cluster import usage
 from atlasrun.cluster.contract import (
     ENV_INDEX,
+    ENV_RUN_SPEC,
     ENV_WORK_UNIT,
     EXIT_INPUT,
     EXIT_OK,
@@ -73,6 +73,8 @@ from atlasrun.cluster.contract import (
     TasksRef,
     WorkUnit,
 )
+from atlasrun.cluster.images import sidecar_servers
+from atlasrun.cluster.records import TaskSummary
 from atlasrun.cluster.store import (
     DEFAULT_ATTEMPTS,
     DEFAULT_BACKOFF_S,
@@ -83,8 +85,9 @@ from atlasrun.cluster.store import (
 from atlasrun.errors import InputError
 from atlasrun.redact import Redactor
 from atlasrun.runner.engine import Engine, Item
-from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.runner.plan import Plan, build_catalog, plan_run
 from atlasrun.runspec.run import RunSpec, TasksSource, load_run_spec
+from atlasrun.scoring.records import RecordVersionError
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import Catalog
 from atlasrun.servers.selection import task_servers
@@ -92,7 +95,7 @@ from atlasrun.servers.selection import task_servers
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 SIDECAR_HOST = "127.0.0.1"
 ENV = {
-    "run_spec": "ATLAS_RUN_SPEC",
+    "run_spec": ENV_RUN_SPEC,
     "tasks": "ATLAS_TASKS",
     "task_id": "ATLAS_TASK_ID",
     "model": "ATLAS_MODEL",
@@ -168,7 +171,9 @@ def _unit_inputs(
     text: str, index_text: str | None, value: Callable[..., Any], number: Callable[..., Any]
 ) -> Inputs:
     try:
-        unit = WorkUnit.model_validate_json(text)
+        unit = WorkUnit.from_json(text, ENV_WORK_UNIT)
+    except RecordVersionError as exc:
+        raise InputError(str(exc), where=ENV_WORK_UNIT) from exc
     except ValueError as exc:
         raise InputError(f"not a work unit: {exc}", where=ENV_WORK_UNIT) from exc
     if not index_text or not index_text.strip().isdigit():
@@ -255,6 +260,9 @@ def load_spec(inputs: Inputs) -> RunSpec:
             where=ENV["repeat"],
         )
     body.models = models
+    # The pod has a sidecar for each of these and no other server: the engine plans with exactly
+    # the servers the operator planned with (a task needing another is excluded, as there).
+    body.servers.enabled = sidecar_servers(body, build_catalog(spec))
     return spec
 
 
@@ -371,24 +379,7 @@ def exit_code(result: TaskResult) -> int:
 
 
 def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]:
-    return {
-        "task": result.task_id,
-        "model": result.model,
-        "repeat": result.repeat,
-        "status": result.status,
-        "error_kind": result.error_kind,
-        "reason": result.reason,
-        "coverage": result.coverage,
-        "passed": result.passed,
-        "tool_calls": result.tool_calls,
-        "wall_s": round(result.wall_s, 3),
-        "tokens": {"prompt": result.prompt_tokens, "completion": result.completion_tokens},
-        "cost_usd": result.cost_usd,
-        **usage.summary_fields(result),
-        "infra": code in (EXIT_RETRY, EXIT_STORE),
-        "result": stored,
-        "exit_code": code,
-    }
+    return TaskSummary.of_result(result, stored, code).to_message()
 
 
 def failure(inputs: Inputs, kind: ErrorKind, reason: str, code: int) -> dict[str, Any]:
@@ -411,7 +402,12 @@ def compact(data: dict[str, Any], limit: int = TERMINATION_LIMIT) -> str:
         strings = [k for k, v in data.items() if isinstance(v, str)]
         if not strings:
             return json.dumps(
-                {"status": data.get("status"), "exit_code": data.get("exit_code"), "truncated": True}
+                {
+                    "schema_version": data.get("schema_version"),
+                    "status": data.get("status"),
+                    "exit_code": data.get("exit_code"),
+                    "truncated": True,
+                }
             )
         longest = max(strings, key=lambda k: len(data[k]))
         value = data[longest]
@@ -550,14 +546,13 @@ def main(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | No
         write_termination(
             path,
             compact(
-                {
-                    "status": "error",
-                    "error_kind": ErrorKind.INPUT,
-                    "reason": f"input: {exc}",
-                    "infra": False,
-                    "result": None,
-                    "exit_code": EXIT_INPUT,
-                }
+                TaskSummary(
+                    status="error",
+                    error_kind=ErrorKind.INPUT,
+                    reason=f"input: {exc}",
+                    infra=False,
+                    exit_code=EXIT_INPUT,
+                ).to_message()
             ),
             _stderr,
         )
