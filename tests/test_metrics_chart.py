@@ -101,6 +101,18 @@ def test_monitoring_objects_are_well_formed(rendered: dict[str, list[dict[str, A
     assert anchors == {a.lower() for a in alerts}
 
 
+def test_a_group_with_every_alert_disabled_is_left_out(helm: Path) -> None:
+    off = [
+        f"prometheusRule.alerts.{a}.enabled=false"
+        for a in ("operatorDown", "noLeader", "reconcileErrors", "queueBacklog")
+    ]
+    docs = render(
+        helm, "-f", str(CHART / "ci" / "monitoring-values.yaml"), *(x for o in off for x in ("--set", o))
+    )
+    groups = one(docs, "PrometheusRule")["spec"]["groups"]
+    assert [g["name"] for g in groups] == ["atlasrun.runs"] and all(g["rules"] for g in groups)
+
+
 def test_runbook_url_and_alerts_follow_the_values(helm: Path) -> None:
     docs = render(
         helm,
@@ -114,7 +126,7 @@ def test_runbook_url_and_alerts_follow_the_values(helm: Path) -> None:
         "prometheusRule.alerts.runBlocked.severity=critical",
     )
     alerts = alert_rules(docs)
-    assert "AtlasRunPassRateDrop" not in alerts
+    assert "AtlasRunPassRateDrop" not in alerts and len(alerts) == len(SEVERITIES) - 1
     assert alerts["AtlasRunBlocked"]["labels"]["severity"] == "critical"
     assert (
         alerts["AtlasRunBlocked"]["annotations"]["runbook_url"]
