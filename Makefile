@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane node node-if-possible images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
+.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane kueue node node-if-possible images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -74,6 +74,11 @@ images: venv
 controlplane:
 	bash tests/cluster/build-controlplane.sh
 
+# The real Kueue (sigs.k8s.io/kueue v0.15.0, from the Go module proxy) for tests/cluster/test_kueue_admission.py,
+# cached in ~/.cache/atlasrun/tools/kueue-v0.15.0 (cold build about 5-8 min on 2 cores).
+kueue: controlplane
+	bash tests/cluster/build-kueue.sh
+
 # A real node for `pytest -m node` (tests/cluster/node.py): containerd 2.x, kubelet, kube-scheduler,
 # kube-router, runc/CNI/registry from Debian; cached under ~/.cache/atlasrun/node. Needs root.
 node: controlplane
@@ -109,7 +114,7 @@ check-unit: venv
 	ATLAS_SERVERS_HOME=$(abspath $(VENV))/no-servers tests/offline \
 	  $(BIN)/python -m pytest -q -n $(CHECK_JOBS) -m "$(UNIT_TESTS)"
 
-test: servers system-deps tools controlplane chart-tools node-if-possible
+test: servers system-deps tools controlplane chart-tools kueue node-if-possible
 	$(BIN)/python -m pytest -q
 
 bench: servers sandbox-deps controlplane chart-tools

@@ -362,6 +362,7 @@ EXPECTED_RULES = {
     ("networking.k8s.io", "networkpolicies"): {"create", "get"},
     ("", "events"): {"create", "patch", "list"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    ("kueue.x-k8s.io", "workloads"): {"get", "list"},  # cluster/queueing.py: why a queued Job waits
 }
 CILIUM_RULE = {("cilium.io", "ciliumnetworkpolicies"): {"create", "get"}}
 FORBIDDEN_RESOURCES = {

@@ -20,11 +20,10 @@ import yaml
 from pydantic import BaseModel
 
 from atlasrun.cluster import crd as crd_module
-from atlasrun.cluster.contract import EXIT_INPUT, TasksRef, WorkUnit
+from atlasrun.cluster.contract import EXIT_INPUT, LABEL_QUEUE, TasksRef, WorkUnit
 from atlasrun.cluster.crd import RunStatus, build_crd, render_yaml
 from atlasrun.cluster.images import is_pinned, servers_used, unpinned_images
 from atlasrun.cluster.manifests import (
-    LABEL_QUEUE,
     LABEL_RUN,
     api_key_env,
     job_name,

@@ -380,3 +380,14 @@ def test_waiting_pods_name_their_reason() -> None:
         )
         is None
     )
+
+
+def test_a_run_whose_tasks_are_all_excluded_fails_with_a_reason() -> None:
+    excluded = TasksObs(pin=PIN, excluded=(("t0", "needs server(s) not enabled: git"), ("t1", "rejected: x")))
+    d = decide(snap(body(), excluded))
+    assert d.phase == "Failed" and d.status["progress"] == "0/0"
+    failed = condition(d.status, "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "NoRunnableTasks")
+    assert "all 2 task(s) are excluded" in failed["message"] and "t0" in failed["message"]
+    assert condition(d.status, "Complete")["status"] == "False"
+    assert ("Warning", "NoRunnableTasks") in {(k, r) for k, r, _ in d.events}

@@ -155,6 +155,7 @@ class Actor:
             ctx.body,
             [ctx.catalog.get(s) for s in servers],
             s3_endpoint=self.settings.s3_endpoint,
+            run_egress=self.settings.run_egress,
         )
         if policy and policy["kind"] == "NetworkPolicy":
             self._ignore(409, lambda: self.networking.create_namespaced_network_policy(ctx.namespace, policy))
@@ -195,6 +196,7 @@ class Actor:
             parallelism=width,
             tasks_configmap=ctx.source_configmap if pin.path else None,
             task_limits=longest_limits([ctx.tasks[t].limits for t, _ in chunk.items if t in ctx.tasks]),
+            placement=self.settings.placement,
         )
 
     def _event(self, ctx: Context, kind: str, reason: str, message: str) -> None:

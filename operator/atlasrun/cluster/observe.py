@@ -33,8 +33,12 @@ from atlasrun.cluster.contract import (
     TasksRef,
     WorkUnit,
 )
+from atlasrun.cluster.egress import RunEgress
 from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
+from atlasrun.cluster.placement import chart_defaults
+from atlasrun.cluster.policy import Policy, blocked, check
+from atlasrun.cluster.queueing import WorkloadReader, pending
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
     JobObs,
@@ -48,7 +52,7 @@ from atlasrun.cluster.reconcile import (
 from atlasrun.cluster.records import TaskSummary, read_summary
 from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
 from atlasrun.errors import AtlasError, format_validation
-from atlasrun.runspec.run import RunSpecBody
+from atlasrun.runspec.run import Placement, RunSpecBody
 from atlasrun.servers.catalog import Catalog, load_catalog
 from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.loader import load_tasks
@@ -61,10 +65,21 @@ TASK_PREFIX = "tasks"
 class Settings:
     runner_image: str | None = None
     s3_endpoint: str | None = None
+    # The chart's policy ConfigMap (envFrom): tenancy policy, pod placement defaults, egress.
+    policy: Policy = field(default_factory=Policy)
+    placement: Placement = field(default_factory=Placement)
+    run_egress: RunEgress = field(default_factory=RunEgress)
 
     @classmethod
     def from_env(cls) -> Settings:
-        return cls(os.environ.get("ATLAS_RUNNER_IMAGE") or None, os.environ.get("ATLAS_S3_ENDPOINT") or None)
+        environ = dict(os.environ)
+        return cls(
+            environ.get("ATLAS_RUNNER_IMAGE") or None,
+            environ.get("ATLAS_S3_ENDPOINT") or None,
+            Policy.from_env(environ),
+            chart_defaults(environ),
+            RunEgress.from_env(environ),
+        )
 
 
 @dataclass
@@ -139,8 +154,10 @@ class Observer:
         api: ApiReader | None = None,
         settings: Settings | None = None,
         store: Callable[[str], S3Results] | None = None,
+        workloads: WorkloadReader | None = None,
     ) -> None:
         self.api = api or ApiReader()
+        self.workloads = workloads or WorkloadReader()
         self.settings = settings or Settings.from_env()
         self._store = store
         self._tasks: dict[tuple[str, str], _Loaded] = {}  # (run uid, sha256) -> parsed
@@ -171,6 +188,9 @@ class Observer:
             return Snapshot(body=None, problems=(("InvalidSpec", "; ".join(unsupported)),), **base), ctx
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
+        refused = blocked(check(body, self.settings.policy, namespace))
+        if refused:
+            return Snapshot(body=body, problems=(refused,), **base), ctx
         catalog = load_catalog()
         ctx.catalog = catalog = catalog.merged(body.servers.inline) if body.servers.inline else catalog
         ctx.runner_image = body.cluster.runner_image or self.settings.runner_image
@@ -190,6 +210,10 @@ class Observer:
             return Snapshot(body=body, tasks=loaded.obs, **base), ctx
         jobs = self._jobs(namespace, name, uid, status)
         health = self._check_health(namespace, name, jobs)
+        queued = [j.name for j in jobs if j.suspended and not j.finished and not j.deleting]
+        if body.cluster.queue_name and queued and not body.cluster.suspend:
+            waiting = pending(self.workloads.list(namespace), queued)  # Kueue has not admitted them
+            health = (waiting, *health) if waiting else health
         return Snapshot(body=body, tasks=loaded.obs, jobs=tuple(jobs), health=health, **base), ctx
 
     def forget(self, uid: str, key: str) -> None:

@@ -343,7 +343,8 @@ def decide(s: Snapshot) -> Decision:
         if suspended:
             d.suspend += [j.name for j in live if not j.suspended]
             continue
-        d.resume += [j.name for j in live if j.suspended]
+        if not body.cluster.queue_name:  # with Kueue, Kueue unsuspends a Job once it admits it
+            d.resume += [j.name for j in live if j.suspended]
         _fill(
             d,
             share[name],
@@ -368,6 +369,12 @@ def decide(s: Snapshot) -> Decision:
         }
     )
     failure = _failure(body, models) if all_counted else None
+    if not tasks.runnable:  # every task excluded: nothing can ever run (servers are immutable)
+        first = tasks.excluded[0] if tasks.excluded else ("", "no tasks")
+        failure = (
+            "NoRunnableTasks",
+            f"all {len(tasks.excluded)} task(s) are excluded, e.g. {first[0]}: {first[1]} (status.excludedTasks)",
+        )
     health = s.health[0] if s.health and not all_counted else None
     if waiting_on_store and not health:
         health = ("ObjectStoreUnavailable", f"cannot read finished items' results: {waiting_on_store}")
