@@ -58,6 +58,8 @@ _.ignore_aliases  # cluster/crd.py: yaml.SafeDumper hook
 _.suppress_debug_info  # provider.py: litellm module settings
 _.telemetry
 __getattr__  # diagnostics/__init__.py: PEP 562 lazy module attributes
+_.collect  # cluster/metrics.py: prometheus_client's Collector protocol (called at each scrape)
+_.describe  # cluster/metrics.py: the Collector protocol (called at registration)
 
 # -- written, not yet wired into the operator (the platform branch wires policy/placement/egress)
 _.ANNOTATION  # cluster/egress.py

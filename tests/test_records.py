@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from atlasrun.cluster import usage
 from atlasrun.cluster.contract import ENV_WORK_UNIT, EXIT_RETRY, Phase, TasksRef, WorkUnit
 from atlasrun.cluster.images import servers_used
-from atlasrun.cluster.metrics import Metrics, task_finished
+from atlasrun.cluster.metrics import Metrics
 from atlasrun.cluster.reconcile import decide
 from atlasrun.cluster.reconcile import record as reconcile_record
 from atlasrun.cluster.records import RunStatus, TaskSummary, read_summary, status_dump
@@ -149,13 +150,15 @@ def test_metrics_count_errors_by_the_typed_kind() -> None:
         TaskSummary(status="error", error_kind="judge", reason="judge failed"), "m", failed=False
     )
     assert record["k"] == "judge"
-    task_finished("run", record, metrics)
     lost = reconcile_record(None, "m", failed=True, failure="BackoffLimitExceeded")
     assert lost["k"] == "job_failed"
-    task_finished("run", lost, metrics)
+    spent = usage.fold(usage.fold(None, record), lost)  # as the run's status folds them
+    metrics.run_seen(
+        {"metadata": {"namespace": "ns", "name": "run"}, "status": {"models": {"m": {"usage": spent}}}}
+    )
     for kind in ("judge", "job_failed"):
-        labels = {"run": "run", "model": "m", "kind": kind}
-        assert registry.get_sample_value("atlasrun_task_errors_total", labels) == 1.0
+        labels = {"namespace": "ns", "run": "run", "model": "m", "kind": kind}
+        assert registry.get_sample_value("atlasrun_item_errors_total", labels) == 1.0
 
 
 # --- per-task names -----------------------------------------------------------------------------

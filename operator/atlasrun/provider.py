@@ -53,10 +53,16 @@ class ProviderError(RuntimeError):
     """The provider failed after all retries (or with a non-retryable error)."""
 
     def __init__(
-        self, message: str, retries: int, timed_out: bool = False, kind: ErrorKind = ErrorKind.PROVIDER
+        self,
+        message: str,
+        retries: int,
+        timed_out: bool = False,
+        kind: ErrorKind = ErrorKind.PROVIDER,
+        rate_limited: int = 0,
     ) -> None:
         super().__init__(message)
         self.retries = retries
+        self.rate_limited = rate_limited  # answers with HTTP 429 among the attempts
         self.timed_out = timed_out  # the last attempt hung past its timeout (an infrastructure fault)
         self.kind = ErrorKind.PROVIDER_TIMEOUT if timed_out else kind
 
@@ -116,6 +122,7 @@ class Completion:
     cost_usd: float  # 0.0 when not priced
     elapsed_s: float
     retries: int
+    rate_limited: int = 0  # attempts answered with HTTP 429 (then retried)
     priced: bool = True  # False: litellm knows no price for this model (cost shown as n/a)
 
 
@@ -172,7 +179,7 @@ async def complete(
     """One chat completion with harness-side retries. Raises ProviderError when it gives up."""
     kwargs = endpoint.kwargs() | extra
     litellm, retry_on = _litellm(), retryable()
-    attempt = 0
+    attempt = limited = 0
     while True:
         started = time.perf_counter()
         try:
@@ -185,21 +192,27 @@ async def complete(
                 **kwargs,
             )
         except retry_on as exc:
+            limited += 1 if isinstance(exc, litellm.RateLimitError) else 0
             fatal = provider_error_kind(exc)
             if fatal is not None:
-                raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt, kind=fatal) from exc
+                raise ProviderError(
+                    f"{type(exc).__name__}: {_short(exc)}", attempt, kind=fatal, rate_limited=limited
+                ) from exc
             if attempt >= retries:
                 raise ProviderError(
                     f"{type(exc).__name__} after {attempt} retries: {_short(exc)}",
                     attempt,
                     timed_out=isinstance(exc, litellm.Timeout),
+                    rate_limited=limited,
                 ) from exc
             await asyncio.sleep(backoff_s(attempt, backoff_base_s, exc))
             attempt += 1
             continue
         except Exception as exc:
             kind = provider_error_kind(exc) or ErrorKind.PROVIDER
-            raise ProviderError(f"{type(exc).__name__}: {_short(exc)}", attempt, kind=kind) from exc
+            raise ProviderError(
+                f"{type(exc).__name__}: {_short(exc)}", attempt, kind=kind, rate_limited=limited
+            ) from exc
         elapsed = time.perf_counter() - started
         cost = _cost(response)
         choice = response.choices[0].message
@@ -213,6 +226,7 @@ async def complete(
             priced=cost is not None,
             elapsed_s=elapsed,
             retries=attempt,
+            rate_limited=limited,
         )
 
 

@@ -107,9 +107,7 @@ class Actor:
         for kind, reason, message in d.events:
             self._event(ctx, kind, reason, message)
         for outcome in d.accounted:
-            metrics.task_finished(ctx.name, outcome)
-        if d.status_patch:
-            metrics.run_status(ctx.name, d.phase, d.status.get("models") or {})
+            metrics.item_counted(ctx.namespace, ctx.name, outcome)
         return result
 
     # ------------------------------------------------------------------ pieces

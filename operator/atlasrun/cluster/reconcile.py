@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from atlasrun.cluster import usage
 from atlasrun.cluster.contract import (
     BLOCKED,
     COMPLETE,
@@ -40,6 +41,7 @@ from atlasrun.runspec.run import RunSpecBody
 from atlasrun.scoring.result import ErrorKind
 
 Record = dict[str, Any]  # compact outcome: s=status p=passed c=coverage w=wall m=model k=error kind r=reason
+# u=usage (tokens, cost, tool errors, provider retries: usage.from_summary)
 MAX_REASON = 200
 MAX_EXCLUDED_LISTED = 20
 RESYNC_S = 300.0  # the safety-net pass when nothing happens
@@ -148,6 +150,7 @@ def record(summary: TaskSummary | None, model: str, failed: bool, failure: str |
             "m": model,
             "k": summary.error_kind if summary.status != "scored" else None,
             "r": _short(summary.reason),
+            "u": usage.from_summary(summary.model_dump()),
         }
     reason = f"job failed: {failure or 'no termination message'}" if failed else "no result reported"
     return {
@@ -286,6 +289,7 @@ def decide(s: Snapshot) -> Decision:
         name = model.name
         prior = old_models.get(name) or {}
         counts = {k: prior.get(k, 0) for k in _COUNTERS}
+        counts["usage"] = prior.get("usage")
         done_chunks = parse_ranges(prior.get("chunksDone"))
         chunks = plan.get(name, [])
         for chunk_index, job in sorted(jobs.get(name, {}).items()):
@@ -400,6 +404,7 @@ def decide(s: Snapshot) -> Decision:
 
 
 def _fold(counts: dict[str, Any], outcome: Record) -> None:
+    counts["usage"] = usage.fold(counts.get("usage"), outcome)
     state = outcome.get("s")
     if state == "scored":
         counts["scored"] += 1
@@ -436,6 +441,7 @@ def _model_status(
         "coverageSum": counts["coverageSum"],
         "excludedItems": int(counts["excludedItems"]),
         "chunksDone": format_ranges(chunks_done),
+        "usage": usage.ModelUsage.model_validate(counts.get("usage") or {}).model_dump(by_alias=True),
     }
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from atlasrun.cluster.contract import INFRA_EXITS, Phase
+from atlasrun.cluster.usage import ModelUsage, summary_fields
 from atlasrun.scoring.records import CURRENT_VERSION, RecordVersionError, VersionedRecord
 from atlasrun.scoring.result import TaskResult
 
@@ -51,6 +52,10 @@ class TaskSummary(VersionedRecord):
     wall_s: float | None = None
     tokens: dict[str, int] | None = None
     cost_usd: float | None = None
+    # usage.summary_fields: failed tool calls by '<server>/<kind>', provider retries and 429s
+    tool_errors: dict[str, int] | None = None
+    provider_retries: int | None = None
+    rate_limited: int | None = None
     infra: bool | None = None  # exit code 3 or 4: the outcome says nothing about the model
     result: str | None = None  # the stored result's URI
     exit_code: int | None = None
@@ -72,6 +77,7 @@ class TaskSummary(VersionedRecord):
             wall_s=round(result.wall_s, 3),
             tokens={"prompt": result.prompt_tokens, "completion": result.completion_tokens},
             cost_usd=result.cost_usd,
+            **summary_fields(result),
             infra=None if exit_code is None else exit_code in INFRA_EXITS,
             result=stored,
             exit_code=exit_code,
@@ -132,6 +138,10 @@ class ModelStatus(_Status):
     excluded_items: int = Field(default=0, ge=0, description="items the runner reported excluded")
     chunks_done: str = Field(
         default="", description="chunks (Indexed Jobs) already counted, as ranges, e.g. 0-4,7"
+    )
+    usage: ModelUsage = Field(
+        default_factory=ModelUsage,
+        description="tokens, cost, provider retries and 429s, errors by kind, tool errors by server",
     )
 
 

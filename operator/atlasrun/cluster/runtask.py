@@ -37,7 +37,9 @@ Exit codes (the Job's podFailurePolicy keys on them):
 - anything else (``1``: an unexpected crash, with its traceback) is retried the same way.
 
 The termination summary has ``task, model, repeat, status, reason, coverage, passed,
-tool_calls, wall_s, tokens, cost_usd, infra, result, exit_code``; ``infra`` is true for
+tool_calls, wall_s, tokens, cost_usd, tool_errors, provider_retries, rate_limited, infra, result,
+exit_code`` (``records.TaskSummary``; the usage fields come from ``usage.summary_fields`` and
+the operator folds them into ``status.models[m].usage``); ``infra`` is true for
 exit codes 3 and 4 (the outcome is not the model's), ``result`` is the stored object's
 URI (null when nothing was stored). Secrets (the run's key env vars, AWS credentials)
 are masked in everything printed or written.
