@@ -67,7 +67,6 @@ class Policy(BaseModel):
 VOLUME_TYPE_NOT_ALLOWED = "VolumeTypeNotAllowed"
 API_HOST_NOT_ALLOWED = "ApiHostNotAllowed"
 UNPINNED_IMAGE_NOT_ALLOWED = "UnpinnedImageNotAllowed"
-REASONS = (VOLUME_TYPE_NOT_ALLOWED, API_HOST_NOT_ALLOWED, UNPINNED_IMAGE_NOT_ALLOWED)
 
 
 @dataclass(frozen=True)
