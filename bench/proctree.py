@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -93,3 +94,21 @@ class TreeCpu:
             if ms:
                 self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
         return sum(ms - self._before.get(pid, 0.0) for pid, ms in self._seen.items())
+
+
+def wait_idle(
+    root: int | None = None, busy_ms_per_s: float = 50.0, interval_s: float = 0.25, timeout_s: float = 30.0
+) -> float:
+    """Wait until ``root``'s process tree uses less than ``busy_ms_per_s`` of CPU per second
+    (servers done starting, JIT warm-up over), so a measurement starts from quiet; returns the
+    seconds waited (``timeout_s`` at most)."""
+    root = root or os.getpid()
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        pids = [root, *descendants(root)]
+        before = {p: cpu_ms(p) for p in pids}
+        time.sleep(interval_s)
+        used = sum(max(cpu_ms(p) - ms, 0.0) for p, ms in before.items())
+        if used / interval_s < busy_ms_per_s:
+            break
+    return time.monotonic() - started

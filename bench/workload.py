@@ -5,10 +5,13 @@ whose tool surface spans the four servers MCP-Atlas is compared on (filesystem, 
 calculator), so each task connects to all four. Modes:
 
 - ``pooled``: every server shared by all tasks (what the peer does; no isolation);
-- ``fresh``: the catalog's default strategies (filesystem, memory, git fresh per task);
+- ``fresh``: the catalog's default strategies (filesystem, memory, git fresh per task); the pools
+  are warmed to the engine's concurrency before the clock starts (a long run's steady state);
 - ``respawn``: every stateful server a new process per task (``ATLAS_FRESH=respawn``).
 
-Prints one JSON line: tasks/s, CPU per task of the whole process tree, RSS ready.
+Prints one JSON line: tasks/s, CPU per task of the whole process tree, RSS ready, and the fresh
+pools' counts during the measured run (processes started, refreshes, refreshes that copied data).
+The clock starts once the process tree is quiet (``proctree.wait_idle``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from proctree import TreeCpu, descendants, rss_mb
+from proctree import TreeCpu, descendants, rss_mb, wait_idle
 
 SERVERS = ("calculator", "filesystem", "memory", "git")
 TOOLS = ["calculator_calculate", "filesystem_list_allowed_directories", "memory_read_graph", "git_git_status"]
@@ -93,12 +96,37 @@ async def rss_ready(data: Path, exclude: frozenset[int]) -> float:
         await manager.close()
 
 
-async def measured(engine, mode: str, profile: Path | None) -> tuple[int, float, float]:  # type: ignore[no-untyped-def]
-    """Run the engine; returns (tasks, wall s, tree CPU ms). Pooled: the shared servers are
-    started before the clock starts (as the peer's are); fresh: pool warm-up is counted."""
-    (engine.store.root / "logs").mkdir(parents=True, exist_ok=True)
+async def warm_up(engine, mode: str, concurrency: int) -> None:  # type: ignore[no-untyped-def]
+    """Start the servers before the clock starts, as the peer's are: pooled, the shared ones;
+    fresh, the pools' instances, as many as the engine has tasks preparing or running at once
+    (``parallelism`` plus its start-up lookahead). Then wait for the process tree to go quiet."""
+    manager = engine.manager
     if mode == "pooled":
-        engine.manager.release(await engine.manager.acquire(list(SERVERS)))
+        manager.release(await manager.acquire(list(SERVERS)))
+    elif mode == "fresh":
+        held = await asyncio.gather(
+            *(manager.acquire(list(SERVERS)) for _ in range(concurrency + min(concurrency, 4)))
+        )
+        for instances in held:
+            manager.release(instances)
+        await manager.settle()
+    await asyncio.to_thread(wait_idle)
+
+
+def pool_counts(pools: list) -> dict[str, int]:  # type: ignore[type-arg]
+    """Processes started, refreshes and refreshes that copied data, over the fresh pools."""
+    names = ("started", "refreshed", "refresh_copies")  # (a --baseline tree may lack some)
+    return {name: sum(getattr(p, name, 0) for p in pools) for name in names}
+
+
+async def measured(
+    engine, mode: str, concurrency: int, profile: Path | None
+) -> tuple[int, float, float, dict[str, int]]:  # type: ignore[no-untyped-def]
+    """Run the engine; returns (tasks, wall s, tree CPU ms, pool counts during the run)."""
+    (engine.store.root / "logs").mkdir(parents=True, exist_ok=True)
+    await warm_up(engine, mode, concurrency)
+    pools = list(engine.manager._fresh.values())  # kept: the engine's close() lets go of them
+    counts_before = pool_counts(pools)
     profiler = None
     if profile:
         from pyinstrument import Profiler
@@ -111,11 +139,12 @@ async def measured(engine, mode: str, profile: Path | None) -> tuple[int, float,
     done = await run(engine)
     wall = time.perf_counter() - started
     used = cpu.stop()
+    counts = {k: v - counts_before[k] for k, v in pool_counts(pools).items()}
     if profiler is not None:
         profiler.stop()
         all_frames = bool(os.environ.get("PROFILE_ALL"))
         profile.write_text(profiler.output_text(unicode=False, color=False, show_all=all_frames))
-    return done, wall, used
+    return done, wall, used, counts
 
 
 def make_data(root: Path) -> Path:
@@ -147,12 +176,9 @@ def main() -> None:
     engine = make_engine(
         args.api_base, args.mode, args.concurrency, make_tasks(args.tasks), args.work / "out", data
     )
-    done, wall, used = asyncio.run(measured(engine, args.mode, args.profile))
-    print(
-        json.dumps(
-            {"tps": done / wall, "cpu_ms_per_task": used / done, "rss_ready_mb": ready, "wall_s": wall}
-        )
-    )
+    done, wall, used, counts = asyncio.run(measured(engine, args.mode, args.concurrency, args.profile))
+    figures = {"tps": done / wall, "cpu_ms_per_task": used / done, "rss_ready_mb": ready, "wall_s": wall}
+    print(json.dumps(figures | counts))
 
 
 if __name__ == "__main__":
