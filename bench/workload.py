@@ -143,8 +143,49 @@ async def measured(
     if profiler is not None:
         profiler.stop()
         all_frames = bool(os.environ.get("PROFILE_ALL"))
-        profile.write_text(profiler.output_text(unicode=False, color=False, show_all=all_frames))
+        shares = package_shares(profiler)
+        text = profiler.output_text(unicode=False, color=False, show_all=all_frames)
+        profile.write_text(shares + "\n" + text)
+        print(shares, file=sys.stderr)
     return done, wall, used, counts
+
+
+# Where a sample's own time is charged: the first match in its file path (else "other").
+PACKAGES = ("litellm", "openai", "httpx", "httpcore", "aiohttp", "anyio", "mcp", "pydantic_core", "pydantic",
+            "atlasrun", "asyncio", "selectors", "json", "logging", "concurrent", "threading")  # fmt: skip
+
+
+def package_shares(profiler) -> str:  # type: ignore[no-untyped-def]
+    """The profile's self time by package (waiting in ``select`` is idle, reported apart)."""
+    totals: dict[str, float] = {}
+    others: dict[str, float] = {}  # files charged to "other"
+
+    def walk(frame, owner: str) -> None:  # type: ignore[no-untyped-def]
+        path = frame.file_path or ""
+        if frame.function in ("select", "sleep", "poll", "epoll_wait") or "[await]" in frame.function:
+            owner = "idle (select, await)"
+        elif not frame.is_synthetic and not path.startswith("<"):  # built-ins: charged to the caller
+            owner = next((p for p in PACKAGES if f"/{p}/" in path or path.endswith(f"/{p}.py")), "other")
+        own = frame.time - sum(c.time for c in frame.children)
+        totals[owner] = totals.get(owner, 0.0) + own
+        if owner == "other" and not path.startswith("<"):
+            others[path] = others.get(path, 0.0) + own
+        for child in frame.children:
+            walk(child, owner)
+
+    root = profiler.last_session.root_frame() if profiler.last_session else None
+    if root is None:
+        return "no samples"
+    walk(root, "other")
+    idle = totals.pop("idle (select, await)", 0.0)
+    busy = sum(totals.values()) or 1.0
+    lines = [f"profile self time by package: busy {busy:.2f} s, idle {idle:.2f} s"]
+    lines += [
+        f"  {k:14} {v / busy:6.1%}  {v:.2f} s" for k, v in sorted(totals.items(), key=lambda kv: -kv[1])
+    ]
+    top = sorted(others.items(), key=lambda kv: -kv[1])[:8]
+    lines += ["  other, by file: " + ", ".join(f"{Path(f).name} {v / busy:.1%}" for f, v in top)]
+    return "\n".join(lines)
 
 
 def make_data(root: Path) -> Path:
