@@ -225,3 +225,83 @@ def test_a_run_scores_the_same_on_both_paths(tmp_path: Path, data_dir: Path) -> 
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert usage == (30, 15, False)  # 3 calls of 10 + 5 tokens; no known price
     assert runs["direct"]["wrong"][:3] == ("scored", False, 0.0)
+
+
+def _completion_body(text: str) -> bytes:
+    message = {"role": "assistant", "content": text}
+    return json.dumps({"choices": [{"index": 0, "message": message}], "model": "m"}).encode()
+
+
+async def _framing_server(modes: list[str], seen: list[str]) -> asyncio.Server:
+    """Answers request i in the way ``modes[i]`` names: chunked, close-delimited, or with a
+    Content-Length after which the server drops the connection (an idle keep-alive timeout)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+            if not head:
+                break
+            length = int(
+                next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1]
+            )
+            await reader.readexactly(length)
+            mode = modes[len(seen)]
+            seen.append(mode)
+            payload = _completion_body(mode)
+            if mode == "chunked":
+                chunks = [payload[:10], payload[10:]]
+                framed = (
+                    b"".join(b"%x;ext=1\r\n%s\r\n" % (len(c), c) for c in chunks)
+                    + b"0\r\nx-trailer: 1\r\n\r\n"
+                )
+                writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + framed)
+            elif mode == "close":
+                writer.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + payload)
+                await writer.drain()
+                writer.close()
+                return
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
+                if mode == "then-idle-close":
+                    await writer.drain()
+                    writer.close()
+                    return
+            await writer.drain()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def test_the_direct_path_reads_every_framing_and_survives_dropped_keepalives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ATLAS_PROVIDER", raising=False)
+    modes = ["chunked", "chunked", "then-idle-close", "length", "close", "length"]
+    seen: list[str] = []
+    server = await _framing_server(modes, seen)
+    port = server.sockets[0].getsockname()[1]
+    endpoint = Endpoint("openai/framed", f"http://127.0.0.1:{port}/v1")
+    answers = []
+    for _ in modes:
+        done = await complete(endpoint, [{"role": "user", "content": "q"}], retries=0, backoff_base_s=0)
+        answers.append(done.message["content"])  # no pause: the next call may find the dropped
+    server.close()  # connection still pooled, and must try again on a new one
+    assert answers == modes == seen  # each answered once: no request lost or sent twice
+
+
+async def test_a_proxy_in_the_environment_sends_direct_calls_through_httpx(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from atlasrun import http1
+
+    monkeypatch.delenv("ATLAS_PROVIDER", raising=False)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("no_proxy", "127.0.0.1")  # ... and 127.0.0.1 bypasses it, as httpx reads it
+    with ScriptedProvider(lambda body: Reply(content="via httpx")) as provider:
+        assert not http1.usable_for(provider.api_base + "/chat/completions")
+        done = await complete(
+            Endpoint("openai/x", provider.api_base),
+            [{"role": "user", "content": "q"}],
+            retries=0,
+            backoff_base_s=0,
+        )
+    assert done.message["content"] == "via httpx"
