@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from atlasrun import provider as provider_module
 from atlasrun.agent.litellm_agent import _assistant_message
 from atlasrun.errors import ErrorKind
 from atlasrun.provider import Endpoint, ProviderError, complete, goes_direct
@@ -285,7 +286,11 @@ async def test_the_direct_path_reads_every_framing_and_survives_dropped_keepaliv
         done = await complete(endpoint, [{"role": "user", "content": "q"}], retries=0, backoff_base_s=0)
         answers.append(done.message["content"])  # no pause: the next call may find the dropped
     server.close()  # connection still pooled, and must try again on a new one
-    assert answers == modes == seen  # each answered once: no request lost or sent twice
+    assert answers == modes == seen
+    clients = provider_module._CLIENTS[asyncio.get_running_loop()][0]
+    assert (
+        clients.plain._idle and clients._httpx is None
+    )  # all through http1.py  # each answered once: no request lost or sent twice
 
 
 async def test_a_proxy_in_the_environment_sends_direct_calls_through_httpx(
@@ -305,3 +310,4 @@ async def test_a_proxy_in_the_environment_sends_direct_calls_through_httpx(
             backoff_base_s=0,
         )
     assert done.message["content"] == "via httpx"
+    assert provider_module._CLIENTS[asyncio.get_running_loop()][0]._httpx is not None

@@ -31,6 +31,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from atlasrun import http1
 from atlasrun.errors import ErrorKind
 from atlasrun.redact import scrub
 
@@ -359,44 +360,73 @@ async def _closing(client: Any) -> AsyncIterator[Any]:
         await client.aclose()
 
 
-async def _client() -> Any:
-    """The event loop's HTTP client (keep-alive connections shared by every direct call)."""
+async def _clients() -> _Clients:
+    """The event loop's HTTP clients (keep-alive connections shared by every direct call): a
+    minimal one for plain http (``http1.py``), httpx for the rest (https, a proxy)."""
     loop = asyncio.get_running_loop()
     found = _CLIENTS.get(loop)
     if found is None:
-        import httpx
-
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-        holder = _closing(httpx.AsyncClient(limits=limits))
+        holder = _closing(_Clients())
         found = _CLIENTS[loop] = (await holder.__anext__(), holder)
-    return found[0]
+    clients: _Clients = found[0]
+    return clients
+
+
+class _Clients:
+    def __init__(self) -> None:
+        self.plain = http1.Client()
+        self._httpx: Any = None
+
+    def httpx(self) -> Any:
+        if self._httpx is None:
+            import httpx
+
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+            self._httpx = httpx.AsyncClient(limits=limits)
+        return self._httpx
+
+    async def aclose(self) -> None:
+        self.plain.close()
+        if self._httpx is not None:
+            await self._httpx.aclose()
+
+
+async def _post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> http1.Response:
+    """POST through the loop's clients; raises DirectRetryable for timeouts and connection trouble."""
+    clients = await _clients()
+    if http1.usable_for(url):
+        try:
+            return await clients.plain.post(url, body, headers, timeout_s)
+        except TimeoutError as exc:
+            raise DirectRetryable("Timeout", f"Request timed out after {timeout_s:g} s", None) from exc
+        except (OSError, EOFError) as exc:  # refused, reset, closed, not HTTP (IncompleteReadError)
+            raise DirectRetryable("APIConnectionError", f"Connection error. {exc!r}", None) from exc
+    import httpx
+
+    try:
+        response = await clients.httpx().post(url, content=body, headers=headers, timeout=timeout_s)
+    except httpx.TimeoutException as exc:
+        raise DirectRetryable("Timeout", f"Request timed out. {exc!r}", None) from exc
+    except httpx.HTTPError as exc:  # connection refused or reset, protocol errors
+        raise DirectRetryable("APIConnectionError", f"Connection error. {exc!r}", None) from exc
+    return http1.Response(response.status_code, dict(response.headers), response.content)
 
 
 async def _direct(
     endpoint: Endpoint, messages: list[dict[str, Any]], timeout_s: float, kwargs: dict[str, Any]
 ) -> tuple[dict[str, Any], int, int, float | None]:
-    import httpx
-
     body = {"messages": messages, "model": endpoint.model.removeprefix("openai/")}
     body |= {k: v for k, v in kwargs.items() if k not in ("api_base", "api_key") and v is not None}
     url = str(kwargs["api_base"]).rstrip("/") + "/chat/completions"
     headers = {"authorization": f"Bearer {kwargs['api_key']}", "content-type": "application/json"}
-    client = await _client()
+    response = await _post(url, json.dumps(body).encode(), headers, timeout_s)
+    if response.status >= 400:
+        raise _status_error(response.status, response.body, response.headers)
     try:
-        response = await client.post(url, content=json.dumps(body), headers=headers, timeout=timeout_s)
-    except httpx.TimeoutException as exc:
-        raise DirectRetryable("Timeout", f"Request timed out. {exc!r}", None) from exc
-    except httpx.HTTPError as exc:  # connection refused or reset, protocol errors
-        raise DirectRetryable("APIConnectionError", f"Connection error. {exc!r}", None) from exc
-    if response.status_code >= 400:
-        raise _status_error(response.status_code, response.content, response.headers)
-    try:
-        data = response.json()
+        data = json.loads(response.body)
         message = dict(data["choices"][0]["message"])
     except (ValueError, KeyError, IndexError, TypeError) as exc:  # litellm: InternalServerError
-        raise DirectRetryable(
-            "InternalServerError", f"OpenAIException - {exc}", response.status_code
-        ) from exc
+        raise DirectRetryable("InternalServerError", f"OpenAIException - {exc}", response.status) from exc
     usage = data.get("usage") or {}
     cost = None
     if any(_known(str(name)) for name in (data.get("model") or "", endpoint.model)):
