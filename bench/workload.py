@@ -141,7 +141,7 @@ async def measured(
     done = await run(engine)
     wall = time.perf_counter() - started
     used = cpu.stop()
-    counts["harness_cpu_ms"] = int((time.process_time() - own) * 1000)  # this process alone
+    counts["harness_cpu_ms"] = int((time.process_time() - own) * 1000 - cpu.sampler_ms)  # this process
     counts |= {k: v - counts_before[k] for k, v in pool_counts(pools).items()}
     if profiler is not None:
         profiler.stop()
@@ -162,10 +162,11 @@ def package_shares(profiler) -> str:  # type: ignore[no-untyped-def]
     """The profile's self time by package (waiting in ``select`` is idle, reported apart)."""
     totals: dict[str, float] = {}
     others: dict[str, float] = {}  # files charged to "other"
+    functions: dict[str, float] = {}  # self time per function (built-ins' included)
 
     def walk(frame, owner: str) -> None:  # type: ignore[no-untyped-def]
         path = frame.file_path or ""
-        if frame.function in ("select", "sleep", "poll", "epoll_wait") or "[await]" in frame.function:
+        if frame.function.rpartition(".")[2] in ("select", "sleep", "poll") or "[await]" in frame.function:
             owner = "idle (select, await)"
         elif not frame.is_synthetic and not path.startswith("<"):  # built-ins: charged to the caller
             owner = next((p for p in PACKAGES if f"/{p}/" in path or path.endswith(f"/{p}.py")), "other")
@@ -173,6 +174,11 @@ def package_shares(profiler) -> str:  # type: ignore[no-untyped-def]
         totals[owner] = totals.get(owner, 0.0) + own
         if owner == "other" and not path.startswith("<"):
             others[path] = others.get(path, 0.0) + own
+        if not frame.is_synthetic:
+            where = f"{frame.function} ({Path(path).name})"
+            functions[where] = (
+                functions.get(where, 0.0) + own + sum(c.time for c in frame.children if c.is_synthetic)
+            )
         for child in frame.children:
             walk(child, owner)
 
@@ -188,6 +194,8 @@ def package_shares(profiler) -> str:  # type: ignore[no-untyped-def]
     ]
     top = sorted(others.items(), key=lambda kv: -kv[1])[:8]
     lines += ["  other, by file: " + ", ".join(f"{Path(f).name} {v / busy:.1%}" for f, v in top)]
+    top_functions = sorted(functions.items(), key=lambda kv: -kv[1])[:12]
+    lines += ["  top functions: " + ", ".join(f"{f} {v / busy:.1%}" for f, v in top_functions)]
     return "\n".join(lines)
 
 
