@@ -68,6 +68,23 @@ def descendants(root: int, exclude: frozenset[int] = frozenset()) -> list[int]:
     return found
 
 
+def _name(pid: int) -> str:
+    """What the process runs: the file name of its program plus, for an interpreter, its script."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    words = [Path(a.decode(errors="replace")).name for a in argv if a and not a.startswith(b"-")]
+    if words and words[0] in ("python", "python3", "node", "bwrap") and len(words) > 1:
+        return (
+            " ".join(words[:2])
+            if words[0] != "bwrap"
+            else "bwrap "
+            + next((w for w in words[1:] if w.startswith("mcp-server") or w == "node"), words[-1])
+        )
+    return words[0] if words else "?"
+
+
 def cpu_ms(pid: int) -> float:
     """utime + stime of one live process (ms), 0 if it is gone."""
     fields = _stat(pid)
@@ -105,16 +122,30 @@ class TreeCpu:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.sampler_ms = 0.0  # CPU of the sampling thread itself
+        self.names: dict[int, str] = {}
 
     def _sample(self) -> dict[int, float]:
         return {p: cpu_ms(p) for p in [self.root, *descendants(self.root, self.exclude)]}
 
+    def _note(self, sample: dict[int, float]) -> None:
+        for pid, ms in sample.items():
+            if ms:
+                self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+                if pid not in self.names:
+                    self.names[pid] = _name(pid)
+
+    def by_name(self) -> dict[str, float]:
+        """CPU ms per process name (the command, e.g. ``node`` or ``python``) since ``start()``."""
+        totals: dict[str, float] = {}
+        for pid, ms in self._seen.items():
+            name = self.names.get(pid, "?")
+            totals[name] = totals.get(name, 0.0) + ms - self._before.get(pid, 0.0)
+        return totals
+
     def _loop(self) -> None:
         started = time.thread_time()
         while not self._done.wait(self.interval_s):
-            for pid, ms in self._sample().items():
-                if ms:
-                    self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+            self._note(self._sample())
         self.sampler_ms = (time.thread_time() - started) * 1000
 
     def start(self) -> None:
@@ -128,9 +159,7 @@ class TreeCpu:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
-        for pid, ms in self._sample().items():
-            if ms:
-                self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+        self._note(self._sample())
         used = sum(ms - self._before.get(pid, 0.0) for pid, ms in self._seen.items())
         # The sampling thread runs in this process: inside the measured tree when root is this
         # process. Its CPU is the measurement's, not the harness's.

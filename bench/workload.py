@@ -71,10 +71,19 @@ def make_engine(api_base: str, mode: str, concurrency: int, tasks: list, out: Pa
     return Engine(spec, Plan(catalog=catalog, enabled_servers=list(SERVERS), tasks=tasks), out, data)
 
 
-async def run(engine) -> int:  # type: ignore[no-untyped-def]
+async def run(engine, on_last=None) -> int:  # type: ignore[no-untyped-def]
+    """Run every item; ``on_last()`` is called when the last result is recorded, before the
+    engine stops its servers (a long run's teardown is not part of its per-task cost)."""
     results: list = []  # type: ignore[type-arg]
-    engine.on_result = results.append
-    await engine.run(engine.items({}))
+    items = engine.items({})
+
+    def record(result) -> None:  # type: ignore[no-untyped-def]
+        results.append(result)
+        if len(results) == len(items) and on_last is not None:
+            on_last()
+
+    engine.on_result = record
+    await engine.run(items)
     bad = [r for r in results if r.status != "scored" or not r.passed]
     if bad:
         raise SystemExit(f"bench tasks did not pass: {bad[0].status} {bad[0].reason}")
@@ -138,11 +147,22 @@ async def measured(
     cpu.start()
     own = time.process_time()
     started = time.perf_counter()
-    done = await run(engine)
-    wall = time.perf_counter() - started
-    used = cpu.stop()
-    counts["harness_cpu_ms"] = int((time.process_time() - own) * 1000 - cpu.sampler_ms)  # this process
+    ended: list[float] = []
+
+    def last() -> None:  # the clock stops at the last result, before the servers are stopped
+        ended.append(time.perf_counter() - started)
+        ended.append(cpu.stop())
+        counts["harness_cpu_ms"] = int((time.process_time() - own) * 1000 - cpu.sampler_ms)
+
+    done = await run(engine, last)
+    wall, used = ended
     counts |= {k: v - counts_before[k] for k, v in pool_counts(pools).items()}
+    if os.environ.get("BENCH_BY_PROCESS"):
+        shares = sorted(cpu.by_name().items(), key=lambda kv: -kv[1])
+        print(
+            "CPU ms per task by process: " + ", ".join(f"{n} {ms / done:.2f}" for n, ms in shares),
+            file=sys.stderr,
+        )
     if profiler is not None:
         profiler.stop()
         all_frames = bool(os.environ.get("PROFILE_ALL"))
