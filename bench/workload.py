@@ -194,7 +194,7 @@ def package_shares(profiler) -> str:  # type: ignore[no-untyped-def]
         totals[owner] = totals.get(owner, 0.0) + own
         if owner == "other" and not path.startswith("<"):
             others[path] = others.get(path, 0.0) + own
-        if not frame.is_synthetic:
+        if not frame.is_synthetic and owner != "idle (select, await)":
             where = f"{frame.function} ({Path(path).name})"
             functions[where] = (
                 functions.get(where, 0.0) + own + sum(c.time for c in frame.children if c.is_synthetic)
