@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -174,7 +175,8 @@ with ScriptedProvider(one_tool_call) as p:
                                 retries=0, backoff_base_s=0))
 print(done.message["tool_calls"][0]["function"]["name"], "litellm" in sys.modules)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_PROVIDER"}  # conftest routes via litellm
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["calculator_calculate", "False"], out.stderr
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from atlasrun.agent.replay import BUILTIN_AGENTS
 from atlasrun.errors import AtlasError, ErrorKind
-from atlasrun.provider import Endpoint, ProviderError, _litellm, complete
+from atlasrun.provider import Endpoint, ProviderError, _litellm, complete, goes_direct
 from atlasrun.redact import declare
 from atlasrun.runner.engine import DETERMINISTIC
 from atlasrun.runspec.run import RunSpec
@@ -65,6 +65,8 @@ def check_local(target: Target) -> None:
     endpoint = target.endpoint
     if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
         raise PreflightError(f"{target.label}: its key variable {endpoint.api_key_env} is not set")
+    if goes_direct(endpoint.model, endpoint.kwargs()):
+        return  # an OpenAI-compatible endpoint called without litellm: nothing for litellm to route
     litellm = _litellm()
     try:
         _, provider, _, _ = litellm.get_llm_provider(endpoint.model, api_base=endpoint.api_base)
