@@ -296,6 +296,15 @@ def test_termination_summary_round_trips_and_reads_the_previous_shape() -> None:
     assert newer.reason and "pod p: termination message has schema_version 9" in newer.reason
 
 
+def test_batch_termination_message_holds_one_summary_per_item() -> None:
+    """A pod that ran several items writes ``status: batch`` with their summaries, in order."""
+    items = [TaskSummary.of_result(scored(task_id=t)) for t in ("a", "b")]
+    batch = TaskSummary(status="batch", exit_code=0, items=items)
+    read = read_summary(json.dumps(batch.to_message()), "pod p")
+    assert read == batch and read.items is not None and [i.task for i in read.items] == ["a", "b"]
+    assert "items" not in items[0].to_message()  # a single item's message does not carry the field
+
+
 def test_work_unit_round_trips_and_refuses_an_unknown_version() -> None:
     unit = WorkUnit(
         run="r",

@@ -40,7 +40,7 @@ class TaskSummary(VersionedRecord):
     RECORD: ClassVar[str] = "termination message"
     model_config = ConfigDict(extra="ignore")
 
-    status: Literal["scored", "excluded", "error"]
+    status: Literal["scored", "excluded", "error", "batch"]
     task: str | None = None
     model: str | None = None
     repeat: int | None = None
@@ -60,6 +60,8 @@ class TaskSummary(VersionedRecord):
     result: str | None = None  # the stored result's URI
     exit_code: int | None = None
     truncated: bool | None = None  # only status and exit_code are left
+    # status "batch": a pod that ran several items in sequence, one summary per item, in order
+    items: list[TaskSummary] | None = None
 
     @classmethod
     def of_result(cls, result: TaskResult, stored: str | None = None, exit_code: int | None = None) -> Self:
@@ -85,7 +87,7 @@ class TaskSummary(VersionedRecord):
 
     def to_message(self) -> dict[str, Any]:
         """The JSON object written (before ``runtask.compact`` fits it into the limit)."""
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", exclude={"items"} if self.items is None else None)
 
 
 def read_summary(message: str | None, where: str) -> TaskSummary | None:
