@@ -1,6 +1,7 @@
 """Act: the only module that writes. Applies a ``Decision`` in an order that is safe to interrupt.
 
-1. The content-addressed task document goes to object storage (before anything names it).
+1. The content-addressed task document and the plans of the chunks about to be created go to
+   object storage (before anything names them; a failure writes nothing to the API).
 2. The status patch (only when something changed), with the run's resourceVersion as a
    precondition: a chunk's counts and its ``chunksDone`` mark land together or not at all, and a
    stale leader's write is refused (409) instead of counting twice.
@@ -11,18 +12,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from atlasrun.cluster import metrics
-from atlasrun.cluster.contract import GROUP, PLURAL, VERSION, TasksRef, WorkUnit
+from atlasrun.cluster.contract import GROUP, PLURAL, VERSION, ChunkPlan, PlanRef, TasksRef, WorkUnit
 from atlasrun.cluster.crd import KIND
 from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
-from atlasrun.cluster.observe import Context, Settings
+from atlasrun.cluster.observe import Context, Settings, plans_uri
 from atlasrun.cluster.reconcile import Chunk, Decision
-from atlasrun.cluster.store import S3Results, parse_s3_uri
+from atlasrun.cluster.store import S3Results, parse_s3_uri, store_plan
 from atlasrun.errors import AtlasError
 from atlasrun.redact import scrub
 from atlasrun.runspec.run import API_VERSION
@@ -53,6 +55,7 @@ class Actor:
         self.custom, self.networking = client.CustomObjectsApi(), client.NetworkingV1Api()
         self.settings = settings or Settings.from_env()
         self._ensured: set[str] = set()  # run UIDs whose ConfigMap and policy exist
+        self._plans: dict[tuple[str, str], PlanRef] = {}  # (plans URI, sha256) -> stored plan
 
     # ------------------------------------------------------------------ entry point
 
@@ -62,6 +65,7 @@ class Actor:
         result = Result()
         if ctx.upload and "tasks" in d.status_patch:
             self._upload(*ctx.upload)
+        plans = self._store_plans(ctx, d)
         if d.status_patch:
             body = {
                 "metadata": {"resourceVersion": run["metadata"]["resourceVersion"]},
@@ -85,7 +89,7 @@ class Actor:
         if d.create:
             self._ensure_run_objects(ctx)
             for chunk, width in d.create:
-                job = self._render(ctx, chunk, width, d)
+                job = self._render(ctx, chunk, width, d, plans.get(chunk.items))
                 self._ignore(409, lambda j=job: self.batch.create_namespaced_job(ctx.namespace, j))
         patches: dict[str, dict[str, Any]] = {}
         for name, width in d.parallelism.items():
@@ -121,6 +125,31 @@ class Actor:
                 store.put_bytes(key, data)
         except (StoreError, AtlasError) as exc:
             raise UploadFailed(str(exc)) from exc
+
+    def _store_plans(self, ctx: Context, d: Decision) -> dict[tuple[tuple[str, int], ...], PlanRef]:
+        """The plans of the chunks to create, in object storage (once per content per process).
+        Without a bucket: none, and the Jobs list their items inline."""
+        base = plans_uri(ctx.body) if ctx.body is not None else ""
+        if not base or not d.create:
+            return {}
+        from atlasrun.cluster.store import StoreError
+
+        refs: dict[tuple[tuple[str, int], ...], PlanRef] = {}
+        for chunk, _ in d.create:
+            plan = ChunkPlan(items=list(chunk.items))
+            digest = hashlib.sha256(plan.to_bytes()).hexdigest()
+            known = self._plans.get((base, digest))
+            if known is None:
+                try:
+                    known = store_plan(base, plan, self._open_store)
+                except (StoreError, AtlasError) as exc:
+                    raise UploadFailed(f"cannot store the plan of chunk {chunk.index}: {exc}") from exc
+                self._plans[(base, digest)] = known
+            refs[chunk.items] = known
+        return refs
+
+    def _open_store(self, uri: str) -> S3Results:
+        return S3Results(uri, self.settings.s3_endpoint, attempts=3, backoff_s=0.5)
 
     def _ensure_run_objects(self, ctx: Context) -> None:
         """The run's ConfigMap (run.yaml, no tasks) and network policy, once per run."""
@@ -181,14 +210,18 @@ class Actor:
             if by_name.get(s) and ctx.catalog.get(s).image
         ]
 
-    def _render(self, ctx: Context, chunk: Chunk, width: int, d: Decision) -> dict[str, Any]:
+    def _render(
+        self, ctx: Context, chunk: Chunk, width: int, d: Decision, plan: PlanRef | None
+    ) -> dict[str, Any]:
         assert ctx.body is not None and ctx.catalog is not None and ctx.runner_image
         pin = TasksRef.model_validate(d.status["tasks"])
         unit = WorkUnit(
+            schema_version=2 if plan else 1,
             run=ctx.name,
             model=chunk.model,
             chunk=chunk.index,
-            items=list(chunk.items),
+            items=[] if plan else list(chunk.items),
+            plan=plan,
             tasks=pin,
             results_uri=str(d.status.get("resultsURI") or ""),
         )

@@ -3,13 +3,16 @@
 - API group/version/plural, phases, condition types and reasons (the AtlasRun status).
 - Labels and annotations on the run's objects.
 - ``WorkUnit``: the pod's inputs, in the Job's env (``ATLAS_WORK_UNIT``), selected by the pod's
-  completion index (``JOB_COMPLETION_INDEX``): index -> (task id, repeat) of one model.
+  completion index (``JOB_COMPLETION_INDEX``): index -> (task id, repeat) of one model. Version 1
+  lists the chunk's items inline; version 2 names a ``ChunkPlan`` in object storage by reference
+  (``PlanRef``: ``<prefix>/plans/<sha256>``), so a Job's size does not grow with its chunk.
 - The exit codes of ``atlas run-task``; the Job's podFailurePolicy keys on them.
 - ``parse_summary``: the runner's termination message (``TaskSummary`` dict, at most 4 KiB).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -71,8 +74,45 @@ class TasksRef(BaseModel):
     name: str = "tasks.yaml"  # the source's file name: its extension tells the format
 
 
+PLAN_PREFIX = "plans"
+
+
+class PlanRef(BaseModel):
+    """A chunk's ``ChunkPlan`` in object storage, pinned by the sha256 of its bytes."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    uri: str  # s3://bucket/<prefix>/plans/<sha256>
+    size: int = Field(ge=1)  # how many items it lists (the Job's completions, known without reading it)
+
+
+class ChunkPlan(BaseModel):
+    """The items of one chunk, in completion-index order; stored once, content-addressed (the
+    same chunk of every model shares one object)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    items: list[tuple[str, int]] = Field(min_length=1)  # position -> (task id, repeat)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, sha256: str) -> ChunkPlan:
+        """The plan in ``data``; ValueError when its digest is not ``sha256`` or it is not a plan."""
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != sha256:
+            raise ValueError(f"the plan's sha256 is {digest[:12]}..., the Job pinned {sha256[:12]}...")
+        return cls.model_validate_json(data)
+
+
 class WorkUnit(BaseModel):
-    """One Indexed Job's inputs: completion index ``i`` runs ``items[i]`` for ``model``."""
+    """One Indexed Job's inputs: completion index ``i`` runs item ``i`` of the chunk for ``model``.
+
+    ``items`` inline (version 1), or ``plan`` naming them in object storage (version 2; ``items``
+    is then empty and ``resolve`` returns the unit with them filled in)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -80,11 +120,24 @@ class WorkUnit(BaseModel):
     run: str
     model: str
     chunk: int = Field(ge=0)
-    items: list[tuple[str, int]]  # index -> (task id, repeat)
+    items: list[tuple[str, int]] = Field(default_factory=list)  # index -> (task id, repeat)
     tasks: TasksRef
     results_uri: str
+    plan: PlanRef | None = None
+
+    @property
+    def size(self) -> int:
+        return self.plan.size if self.plan is not None else len(self.items)
+
+    def resolve(self, plan: ChunkPlan) -> WorkUnit:
+        """This unit with the items of its (verified) plan; ValueError if the sizes differ."""
+        if self.plan is not None and len(plan.items) != self.plan.size:
+            raise ValueError(f"the plan lists {len(plan.items)} items, the Job expects {self.plan.size}")
+        return self.model_copy(update={"items": list(plan.items)})
 
     def item(self, index: int) -> tuple[str, int]:
+        if self.plan is not None and not self.items:
+            raise LookupError("the work unit's items are in its plan: resolve it first")
         if not 0 <= index < len(self.items):
             raise IndexError(f"completion index {index} is outside 0..{len(self.items) - 1}")
         return self.items[index]

@@ -8,7 +8,9 @@ pieces rely on:
   mounted read-only at ``/etc/atlasrun`` in the runner. The tasks travel by reference: the
   ``WorkUnit`` in ``ATLAS_WORK_UNIT`` names the pinned task document (``s3://.../tasks/<sha256>``,
   or the user's own ConfigMap, mounted at ``/etc/atlasrun-tasks``, when there is no object
-  storage) and maps the completion index to the item.
+  storage) and the chunk's plan (``s3://.../plans/<sha256>``: completion index -> item), so the
+  Job and its pods have the same small size whatever the chunk's; without object storage the
+  items are listed inline.
 - Each task server is a native sidecar (an initContainer with ``restartPolicy: Always``)
   named ``mcp-<server>``. Its image's entrypoint serves the server over streamable HTTP at
   ``/mcp`` on ``$ATLAS_SERVER_PORT`` (``ServerSpec.port``); the runner reaches it at
@@ -282,7 +284,7 @@ def render_job(
     task_limits: TaskLimits | None = None,
 ) -> dict[str, Any]:
     """The Indexed Job running one chunk of one model's items: completion index ``i`` runs
-    ``unit.items[i]`` in its own pod (the chunk's servers as native sidecars plus the runner).
+    item ``i`` of the unit in its own pod (the chunk's servers as native sidecars plus the runner).
 
     ``tasks_configmap`` (name, key): mount the user's task ConfigMap (when there is no object
     storage; ``unit.tasks.path`` points into it). ``task_limits``: the longest per-task limits
@@ -356,7 +358,7 @@ def render_job(
     job_labels = dict(labels)
     if body.cluster.queue_name:
         job_labels[LABEL_QUEUE] = body.cluster.queue_name
-    size = len(unit.items)
+    size = unit.size
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -29,7 +29,10 @@ from atlasrun.cluster.contract import (
     ENV_WORK_UNIT,
     LABEL_CHUNK,
     LABEL_JOB_NAME,
+    PLAN_PREFIX,
     RUNNER,
+    ChunkPlan,
+    PlanRef,
     TasksRef,
     WorkUnit,
     parse_summary,
@@ -46,7 +49,7 @@ from atlasrun.cluster.reconcile import (
     parse_ranges,
     record,
 )
-from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
+from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri, read_plan
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog, load_catalog
@@ -131,6 +134,14 @@ def tasks_uri(body: RunSpecBody, digest: str) -> str:
     return f"s3://{body.output.bucket}/{prefix + '/' if prefix else ''}{TASK_PREFIX}/{digest}"
 
 
+def plans_uri(body: RunSpecBody) -> str:
+    """``s3://<bucket>/<prefix>/plans/``: the chunks' content-addressed plans ("" without a bucket)."""
+    if not body.output.bucket:
+        return ""
+    prefix = body.output.prefix.strip("/")
+    return f"s3://{body.output.bucket}/{prefix + '/' if prefix else ''}{PLAN_PREFIX}/"
+
+
 class Observer:
     """Builds snapshots; keeps only caches that a restart may lose (parsed task documents)."""
 
@@ -144,6 +155,7 @@ class Observer:
         self.settings = settings or Settings.from_env()
         self._store = store
         self._tasks: dict[tuple[str, str], _Loaded] = {}  # (run uid, sha256) -> parsed
+        self._plans: dict[str, ChunkPlan] = {}  # sha256 -> a chunk's plan
         self._health_at: dict[str, float] = {}
         self._health: dict[str, tuple[tuple[str, str], ...]] = {}
 
@@ -373,6 +385,8 @@ class Observer:
         if unit is None or not unit.results_uri:
             return None
         try:
+            if unit.plan is not None and not unit.items:
+                unit = unit.resolve(self._plan(unit.plan))
             store = self.store(unit.results_uri)
             for i in indexes:
                 task_id, repeat = unit.item(i)
@@ -390,9 +404,19 @@ class Observer:
                         obs.model,
                         i in obs.failed_indexes,
                     )
-        except (StoreError, AtlasError) as exc:
+        except (StoreError, AtlasError, ValueError) as exc:
             return str(exc)
         return None
+
+    def _plan(self, ref: PlanRef) -> ChunkPlan:
+        """A chunk's plan (cached by digest: its content never changes)."""
+        plan = self._plans.get(ref.sha256)
+        if plan is None:
+            plan = read_plan(ref, self.store, where=f"plan of a Job ({ref.uri})")
+            if len(self._plans) >= 256:
+                self._plans.clear()
+            self._plans[ref.sha256] = plan
+        return plan
 
     # ------------------------------------------------------------------ what holds pods
 

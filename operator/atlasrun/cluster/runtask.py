@@ -1,9 +1,10 @@
 """``atlas run-task``: run ONE work item (model, task, repeat) inside a Kubernetes pod.
 
 In an Indexed Job the item comes from ``ATLAS_WORK_UNIT`` (a ``contract.WorkUnit``: the model,
-the chunk's items, the pinned task document and the results URI) and ``JOB_COMPLETION_INDEX``
-(which item of the chunk). The task document is read from object storage (or the mounted
-ConfigMap) and must have the pinned sha256, else the pod exits 2 (bad input).
+the chunk's items or a reference to its plan in object storage, the pinned task document and the
+results URI) and ``JOB_COMPLETION_INDEX`` (which item of the chunk). The plan and the task
+document are read from object storage (or the mounted ConfigMap) and must have their pinned
+sha256, else the pod exits 2 (bad input); storage failing exits 4 (retried).
 Without a work unit, the inputs come one by one from the environment (see ``ENV``; each also
 has a flag for debugging): the run file, the tasks file, the task id, the model name, the
 repeat, the results URI (``s3://bucket/prefix/<run>/``) and the termination message path; S3
@@ -76,6 +77,7 @@ from atlasrun.cluster.store import (
     S3Results,
     StoreError,
     parse_s3_uri,
+    read_plan,
 )
 from atlasrun.errors import InputError
 from atlasrun.redact import Redactor
@@ -117,6 +119,8 @@ class Inputs:
     s3_backoff_s: float = DEFAULT_BACKOFF_S
     work_dir: Path | None = None  # keep the local results directory here (default: a temp dir)
     tasks_ref: TasksRef | None = None  # the pinned task document (work unit): fetched and verified
+    unit: WorkUnit | None = None  # a work unit whose items are in its plan: resolved by fetch_plan
+    index: int = 0  # the completion index (with ``unit``)
 
 
 def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Inputs:
@@ -170,10 +174,17 @@ def _unit_inputs(
         raise InputError(f"not a work unit: {exc}", where=ENV_WORK_UNIT) from exc
     if not index_text or not index_text.strip().isdigit():
         raise InputError(f"{index_text!r} is not a completion index", where=ENV_INDEX)
-    try:
-        task_id, repeat = unit.item(int(index_text))
-    except IndexError as exc:
-        raise InputError(str(exc), where=ENV_INDEX) from exc
+    index = int(index_text)
+    by_reference = unit.plan is not None and not unit.items
+    if by_reference:
+        if index >= unit.size:
+            raise InputError(f"completion index {index} is outside 0..{unit.size - 1}", where=ENV_INDEX)
+        task_id, repeat = "", 0  # known once fetch_plan has read the plan
+    else:
+        try:
+            task_id, repeat = unit.item(index)
+        except IndexError as exc:
+            raise InputError(str(exc), where=ENV_INDEX) from exc
     return Inputs(
         run_spec=Path(str(value("run_spec"))),
         tasks=Path(unit.tasks.path) if unit.tasks.path else None,
@@ -186,7 +197,27 @@ def _unit_inputs(
         s3_backoff_s=number("s3_backoff_s", float, DEFAULT_BACKOFF_S, 0),
         work_dir=Path(work_dir) if (work_dir := value("work_dir", required=False)) else None,
         tasks_ref=unit.tasks,
+        unit=unit if by_reference else None,
+        index=index,
     )
+
+
+def fetch_plan(inputs: Inputs) -> Inputs:
+    """The item of a work unit whose items are in its plan (object storage, verified by sha256):
+    InputError if the plan is gone or altered, StoreError if object storage fails."""
+    unit = inputs.unit
+    if unit is None or unit.plan is None:
+        return inputs
+
+    def open_store(uri: str) -> S3Results:
+        return S3Results(uri, inputs.endpoint_url, attempts=inputs.s3_attempts, backoff_s=inputs.s3_backoff_s)
+
+    plan = read_plan(unit.plan, open_store, where=f"{ENV_WORK_UNIT} plan")
+    try:
+        task_id, repeat = unit.resolve(plan).item(inputs.index)
+    except (ValueError, IndexError) as exc:
+        raise InputError(f"{unit.plan.uri}: {exc}", where=f"{ENV_WORK_UNIT} plan") from exc
+    return dataclasses.replace(inputs, task_id=task_id, repeat=repeat, unit=None)
 
 
 def fetch_tasks(inputs: Inputs, dest: Path) -> Inputs:
@@ -468,6 +499,7 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
     result: TaskResult | None = None
     fetched = tempfile.TemporaryDirectory(prefix="atlas-tasks-")
     try:
+        inputs = fetch_plan(inputs)
         inputs = fetch_tasks(inputs, Path(fetched.name))
         spec = load_spec(inputs)
         plan = plan_run(spec)

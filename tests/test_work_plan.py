@@ -1,0 +1,193 @@
+"""The plan travels by reference: a chunk's items go to object storage once, content-addressed
+(``<prefix>/plans/<sha256>``); the Job carries only the reference. Real S3 (moto's server), the
+real ``atlas run-task`` reading the plan, and the rendered Job's size."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atlasrun.cluster.contract import ChunkPlan, PlanRef, TasksRef, WorkUnit
+from atlasrun.cluster.manifests import render_job
+from atlasrun.cluster.store import S3Results, StoreError, read_plan, store_plan
+from atlasrun.errors import InputError
+from atlasrun.runspec.run import RunSpecBody
+from atlasrun.servers.catalog import ServerSpec
+from atlasrun.testing.scripted_provider import ScriptedProvider
+from test_run_task import (  # noqa: F401  (fixtures)
+    BUCKET,
+    OBJECT_KEY,
+    RESULTS_URI,
+    S3Server,
+    pod_env,
+    run_task,
+    s3,
+    sidecar,
+    solver,
+    stored_keys,
+    termination,
+)
+
+PLANS = f"s3://{BUCKET}/bench/plans/"
+SHA = "c" * 64
+CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
+def opener(endpoint: str) -> Any:
+    return lambda uri: S3Results(uri, endpoint, attempts=2, backoff_s=0.01, env=CREDS)
+
+
+def test_plan_bytes_are_canonical_and_verified() -> None:
+    plan = ChunkPlan(items=[("t1", 0), ("t2", 0)])
+    data = plan.to_bytes()
+    assert data == ChunkPlan(items=[("t1", 0), ("t2", 0)]).to_bytes()  # same content, same name
+    digest = hashlib.sha256(data).hexdigest()
+    assert ChunkPlan.from_bytes(data, digest) == plan
+    with pytest.raises(ValueError, match="sha256"):
+        ChunkPlan.from_bytes(data.replace(b"t2", b"t3"), digest)
+    with pytest.raises(ValueError):
+        ChunkPlan.from_bytes(b'{"items": []}', hashlib.sha256(b'{"items": []}').hexdigest())
+
+
+def test_work_unit_v1_still_reads_and_v2_resolves_its_plan() -> None:
+    tasks = TasksRef(sha256=SHA, uri=f"s3://{BUCKET}/bench/tasks/{SHA}")
+    v1 = json.dumps(
+        {
+            "schema_version": 1,
+            "run": "r",
+            "model": "m",
+            "chunk": 0,
+            "items": [["t1", 0], ["t2", 1]],
+            "tasks": tasks.model_dump(),
+            "results_uri": RESULTS_URI,
+        }
+    )
+    old = WorkUnit.model_validate_json(v1)  # what an older operator put in a Job's env
+    assert old.size == 2 and old.item(1) == ("t2", 1) and old.plan is None
+    plan = ChunkPlan(items=[("t1", 0), ("t2", 1)])
+    ref = PlanRef(sha256=hashlib.sha256(plan.to_bytes()).hexdigest(), uri=PLANS + "x", size=2)
+    unit = WorkUnit(schema_version=2, run="r", model="m", chunk=0, plan=ref, tasks=tasks, results_uri="")
+    assert unit.size == 2 and unit.items == []
+    with pytest.raises(LookupError, match="resolve"):
+        unit.item(0)
+    assert unit.resolve(plan).item(1) == ("t2", 1)
+    with pytest.raises(ValueError, match="lists 1 items"):
+        unit.resolve(ChunkPlan(items=[("t1", 0)]))
+
+
+def render(unit: WorkUnit) -> dict[str, Any]:
+    body = RunSpecBody.model_validate(
+        {
+            "tasks": {"uri": f"s3://{BUCKET}/in/tasks.yaml"},
+            "models": [{"name": "m", "model": "openai/m"}],
+            "output": {"bucket": BUCKET},
+        }
+    )
+    calc = ServerSpec(name="calculator", command="x", image="r/c@sha256:" + "a" * 64, port=9000)
+    return render_job(
+        "r",
+        "uid",
+        "ns",
+        body,
+        body.models[0],
+        unit,
+        [calc],
+        runner_image="r/runner@sha256:" + "a" * 64,
+        spec_configmap="cm",
+        s3_secret=None,
+        s3_endpoint=None,
+        parallelism=4,
+    )
+
+
+def test_job_size_does_not_grow_with_its_chunk() -> None:
+    tasks = TasksRef(sha256=SHA, uri=f"s3://{BUCKET}/bench/tasks/{SHA}")
+    sizes = {}
+    for n in (10, 1000):
+        items = [(f"task-{i:05d}", 2) for i in range(n)]
+        digest = hashlib.sha256(ChunkPlan(items=items).to_bytes()).hexdigest()
+        ref = PlanRef(sha256=digest, uri=PLANS + digest, size=n)
+        unit = WorkUnit(schema_version=2, run="r", model="m", chunk=0, plan=ref, tasks=tasks, results_uri="")
+        job = render(unit)
+        assert job["spec"]["completions"] == n and job["spec"]["maxFailedIndexes"] == n
+        sizes[n] = len(json.dumps(job["spec"]["template"]))
+    inline = render(unit.model_copy(update={"plan": None, "items": items, "schema_version": 1}))
+    assert (
+        len(json.dumps(inline["spec"]["template"])) > sizes[1000] + 15_000
+    )  # ~19 bytes per item saved in every pod
+    assert sizes[1000] - sizes[10] == 2  # the size field's digits: a 1,000-item chunk's pod is as small
+    print(f"pod template: {sizes[1000]} bytes with the plan by reference, any chunk size")
+
+
+@pytest.mark.servers
+def test_plan_round_trip_gone_altered_and_store_down(s3: S3Server) -> None:  # noqa: F811
+    open_store = opener(s3.endpoint)
+    plan = ChunkPlan(items=[("a", 0), ("b", 0)])
+    ref = store_plan(PLANS, plan, open_store)
+    assert ref.uri == PLANS + ref.sha256 and ref.size == 2
+    assert store_plan(PLANS, plan, open_store) == ref  # idempotent: the name is the content
+    assert read_plan(ref, open_store) == plan
+    gone = ref.model_copy(update={"uri": PLANS + "0" * 64})
+    with pytest.raises(InputError, match="plan is gone") as missing:
+        read_plan(gone, open_store, where="ATLAS_WORK_UNIT plan")
+    assert missing.value.where == "ATLAS_WORK_UNIT plan" and "0" * 64 in str(missing.value)
+    s3.client().put_object(Bucket=BUCKET, Key=f"bench/plans/{ref.sha256}", Body=b'{"items":[["a",0]]}')
+    with pytest.raises(InputError, match="sha256"):
+        read_plan(ref, open_store)
+    s3.down()
+    with pytest.raises(StoreError):
+        read_plan(ref, open_store)
+
+
+def plan_env(env: dict[str, str], s3: S3Server, ref: PlanRef, index: int) -> dict[str, str]:  # noqa: F811
+    data = Path(env["ATLAS_TASKS"]).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    s3.client().put_object(Bucket=BUCKET, Key=f"bench/tasks/{digest}", Body=data)
+    unit = WorkUnit(
+        schema_version=2,
+        run="calc-run",
+        model="solver",
+        chunk=0,
+        plan=ref,
+        tasks=TasksRef(sha256=digest, uri=f"s3://{BUCKET}/bench/tasks/{digest}", name="tasks.yaml"),
+        results_uri=RESULTS_URI,
+    )
+    out = {
+        k: v
+        for k, v in env.items()
+        if k not in ("ATLAS_TASKS", "ATLAS_TASK_ID", "ATLAS_MODEL", "ATLAS_REPEAT")
+    }
+    return {**out, "ATLAS_WORK_UNIT": unit.to_env(), "JOB_COMPLETION_INDEX": str(index)}
+
+
+@pytest.mark.servers
+def test_pod_reads_its_item_from_the_plan_and_names_a_missing_one(
+    tmp_path: Path,
+    s3: S3Server,  # noqa: F811
+    sidecar: int,  # noqa: F811
+) -> None:
+    with ScriptedProvider(solver) as provider:
+        env = pod_env(tmp_path, s3, provider, sidecar)
+        plan = ChunkPlan(items=[("add-numbers", 1), ("add-numbers", 0)])
+        ref = store_plan(PLANS, plan, opener(s3.endpoint))
+        proc = run_task(plan_env(env, s3, ref, index=1))  # index 1: repeat 0
+        assert proc.returncode == 0, proc.stderr
+        summary = termination(env)
+        assert (summary["task"], summary["repeat"], summary["status"]) == ("add-numbers", 0, "scored")
+        assert OBJECT_KEY in stored_keys(s3)
+
+        proc = run_task(plan_env(env, s3, ref, index=2))
+        assert proc.returncode == 2 and "outside 0..1" in termination(env)["reason"]
+        gone = ref.model_copy(update={"uri": PLANS + "f" * 64})
+        proc = run_task(plan_env(env, s3, gone, index=0))
+        summary = termination(env)
+        assert proc.returncode == 2 and summary["error_kind"] == "input"
+        assert "plan is gone" in summary["reason"] and "f" * 64 in summary["reason"]
+        down = plan_env(env, s3, ref, index=0)
+        s3.down()
+        proc = run_task(down)
+        assert proc.returncode == 4 and termination(env)["error_kind"] == "storage"
