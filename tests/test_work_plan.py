@@ -13,6 +13,7 @@ import pytest
 
 from atlasrun.cluster.contract import ChunkPlan, PlanRef, TasksRef, WorkUnit
 from atlasrun.cluster.manifests import render_job
+from atlasrun.cluster.runtask import batch_exit, compact_batch
 from atlasrun.cluster.store import S3Results, StoreError, read_plan, store_plan
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
@@ -143,7 +144,7 @@ def test_plan_round_trip_gone_altered_and_store_down(s3: S3Server) -> None:  # n
         read_plan(ref, open_store)
 
 
-def plan_env(env: dict[str, str], s3: S3Server, ref: PlanRef, index: int) -> dict[str, str]:  # noqa: F811
+def plan_env(env: dict[str, str], s3: S3Server, ref: PlanRef, index: int, per_pod: int = 1) -> dict[str, str]:  # noqa: F811
     data = Path(env["ATLAS_TASKS"]).read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     s3.client().put_object(Bucket=BUCKET, Key=f"bench/tasks/{digest}", Body=data)
@@ -153,6 +154,7 @@ def plan_env(env: dict[str, str], s3: S3Server, ref: PlanRef, index: int) -> dic
         model="solver",
         chunk=0,
         plan=ref,
+        per_pod=per_pod,
         tasks=TasksRef(sha256=digest, uri=f"s3://{BUCKET}/bench/tasks/{digest}", name="tasks.yaml"),
         results_uri=RESULTS_URI,
     )
@@ -191,3 +193,43 @@ def test_pod_reads_its_item_from_the_plan_and_names_a_missing_one(
         s3.down()
         proc = run_task(down)
         assert proc.returncode == 4 and termination(env)["error_kind"] == "storage"
+
+
+@pytest.mark.servers
+def test_a_pod_runs_several_items_in_sequence_and_reports_each(
+    tmp_path: Path,
+    s3: S3Server,  # noqa: F811
+    sidecar: int,  # noqa: F811
+) -> None:
+    with ScriptedProvider(solver) as provider:
+        env = pod_env(tmp_path, s3, provider, sidecar)
+        items = [("add-numbers", 0), ("no-such-task", 0), ("add-numbers", 1)]
+        ref = store_plan(PLANS, ChunkPlan(items=items), opener(s3.endpoint))
+        proc = run_task(plan_env(env, s3, ref, index=0, per_pod=2))  # items 0 and 1
+        assert proc.returncode == 0, proc.stderr  # one bad item does not fail the other's index
+        summary = termination(env)
+        assert summary["status"] == "batch" and summary["exit_code"] == 0
+        got = [(i["task"], i["status"], i.get("error_kind")) for i in summary["items"]]
+        assert got == [("add-numbers", "scored", None), ("no-such-task", "error", "input")]
+        assert "no-such-task" in summary["items"][1]["reason"] and OBJECT_KEY in stored_keys(s3)
+        # Index 1 holds the one remaining item: a single summary, naming what is wrong.
+        proc = run_task(plan_env(env, s3, ref, index=1, per_pod=2))
+        assert proc.returncode == 2 and "repeat 1 is out of range" in termination(env)["reason"]
+        proc = run_task(plan_env(env, s3, ref, index=2, per_pod=2))
+        assert proc.returncode == 2 and "outside 0..1" in termination(env)["reason"]
+        # A retried pod keeps what is stored and does not call the model again.
+        calls = len(provider.requests)
+        proc = run_task(plan_env(env, s3, ref, index=0, per_pod=2))
+        assert proc.returncode == 0 and len(provider.requests) == calls
+        assert [i["status"] for i in termination(env)["items"]] == ["scored", "error"]
+
+
+def test_batch_exit_and_its_termination_message_fit() -> None:
+    assert batch_exit([0, 0]) == 0 and batch_exit([0, 2]) == 0 and batch_exit([2, 2]) == 2
+    assert batch_exit([0, 3, 2]) == 3 and batch_exit([3, 4, 0]) == 4 and batch_exit([1, 0]) == 3
+    long = {"task": "t" * 60, "repeat": 0, "status": "error", "reason": "x" * 3000, "exit_code": 3}
+    text = compact_batch([long] * 20, 3)
+    data = json.loads(text)
+    assert len(text.encode()) <= 4000 and len(data["items"]) == 20 and data["exit_code"] == 3
+    too_many = json.loads(compact_batch([long] * 60, 3))  # the stored results then tell
+    assert too_many["items"] == [] and too_many["truncated"] is True

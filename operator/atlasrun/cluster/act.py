@@ -222,6 +222,7 @@ class Actor:
             chunk=chunk.index,
             items=[] if plan else list(chunk.items),
             plan=plan,
+            per_pod=ctx.body.cluster.items_per_pod,
             tasks=pin,
             results_uri=str(d.status.get("resultsURI") or ""),
         )

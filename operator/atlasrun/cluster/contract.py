@@ -7,7 +7,8 @@
   lists the chunk's items inline; version 2 names a ``ChunkPlan`` in object storage by reference
   (``PlanRef``: ``<prefix>/plans/<sha256>``), so a Job's size does not grow with its chunk.
 - The exit codes of ``atlas run-task``; the Job's podFailurePolicy keys on them.
-- ``parse_summary``: the runner's termination message (``TaskSummary`` dict, at most 4 KiB).
+- ``parse_summary``: the runner's termination message (``TaskSummary`` dict, at most 4 KiB); a pod
+  running several items writes ``{"status": "batch", "exit_code", "items": [summary, ...]}``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ EXIT_INPUT = 2  # bad input: permanent, the index fails at once (FailIndex)
 EXIT_RETRY = 3  # infrastructure / provider / harness error: stored, the pod is retried
 EXIT_STORE = 4  # object storage failed: nothing stored, the pod is retried
 INFRA_EXITS = (EXIT_RETRY, EXIT_STORE)
+BATCH = "batch"  # the termination message's status when it lists several items' summaries
 
 
 class TasksRef(BaseModel):
@@ -109,7 +111,8 @@ class ChunkPlan(BaseModel):
 
 
 class WorkUnit(BaseModel):
-    """One Indexed Job's inputs: completion index ``i`` runs item ``i`` of the chunk for ``model``.
+    """One Indexed Job's inputs: completion index ``i`` runs item ``i`` of the chunk for ``model``
+    (with ``per_pod`` > 1: items ``i*per_pod`` .. ``(i+1)*per_pod - 1``, in sequence, one pod).
 
     ``items`` inline (version 1), or ``plan`` naming them in object storage (version 2; ``items``
     is then empty and ``resolve`` returns the unit with them filled in)."""
@@ -124,10 +127,22 @@ class WorkUnit(BaseModel):
     tasks: TasksRef
     results_uri: str
     plan: PlanRef | None = None
+    per_pod: int = Field(default=1, ge=1)  # items per completion index (``cluster.itemsPerPod``)
 
     @property
     def size(self) -> int:
         return self.plan.size if self.plan is not None else len(self.items)
+
+    @property
+    def indexes(self) -> int:
+        """The Job's completions: ``size`` items, ``per_pod`` per index."""
+        return -(-self.size // self.per_pod)
+
+    def positions(self, index: int) -> range:
+        """The positions of the items completion index ``index`` runs."""
+        if not 0 <= index < self.indexes:
+            raise IndexError(f"completion index {index} is outside 0..{self.indexes - 1}")
+        return range(index * self.per_pod, min(self.size, (index + 1) * self.per_pod))
 
     def resolve(self, plan: ChunkPlan) -> WorkUnit:
         """This unit with the items of its (verified) plan; ValueError if the sizes differ."""

@@ -1,6 +1,7 @@
 """Pure functions rendering the Kubernetes objects of a run (see ``atlasrun.cluster``).
 
-One Indexed Job per (model, chunk of ``cluster.itemsPerJob`` items), named deterministically by
+One Indexed Job per (model, chunk of ``cluster.itemsPerJob`` items; ``cluster.itemsPerPod`` of them
+per completion index, run in sequence by one pod), named deterministically by
 ``job_name``, and one network policy per run (``render_network_policy``). Conventions the other
 pieces rely on:
 
@@ -257,12 +258,12 @@ def _seed_data(body: RunSpecBody, runner_image: str, data_mount: dict[str, Any])
     return [seed]
 
 
-def _deadline(body: RunSpecBody, limits: Limits, n_servers: int) -> int:
-    """The pod's ``activeDeadlineSeconds`` (one attempt of one item): the task's timeout plus
-    server start-up plus a margin; a pod past it fails and its index is retried."""
+def _deadline(body: RunSpecBody, limits: Limits, n_servers: int, per_pod: int = 1) -> int:
+    """The pod's ``activeDeadlineSeconds`` (one attempt of its ``per_pod`` items): the tasks'
+    timeouts plus server start-up plus a margin; a pod past it fails and its index is retried."""
     if body.cluster.active_deadline_seconds:
         return body.cluster.active_deadline_seconds
-    attempt = limits.task_timeout_s + limits.server_start_timeout_s * max(1, n_servers)
+    attempt = limits.task_timeout_s * per_pod + limits.server_start_timeout_s * max(1, n_servers)
     return math.ceil(attempt + DEADLINE_MARGIN_S)
 
 
@@ -340,7 +341,7 @@ def render_job(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
-        "activeDeadlineSeconds": _deadline(body, limits, len(servers)),
+        "activeDeadlineSeconds": _deadline(body, limits, len(servers), unit.per_pod),
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": UID,
@@ -358,7 +359,7 @@ def render_job(
     job_labels = dict(labels)
     if body.cluster.queue_name:
         job_labels[LABEL_QUEUE] = body.cluster.queue_name
-    size = unit.size
+    size = unit.indexes
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

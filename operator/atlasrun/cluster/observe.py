@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from atlasrun.cluster.contract import (
     ANNOTATION_INDEX,
     ANNOTATION_MODEL,
+    BATCH,
     ENV_WORK_UNIT,
     LABEL_CHUNK,
     LABEL_JOB_NAME,
@@ -354,7 +355,8 @@ class Observer:
                 i not in last_ok or key > _pod_key(last_ok[i])
             ):
                 last_ok[i] = pod
-        outcomes: dict[int, Record] = {}
+        unit = _unit_of(job)
+        outcomes: dict[int, Record] = {}  # item position in the chunk -> its outcome
         missing: list[int] = []
         for i in range(obs.completions):
             attempt: dict[str, Any] | None
@@ -364,31 +366,41 @@ class Observer:
                 attempt, failed = last.get(i), True
             else:
                 continue  # never finished (the Job as a whole failed): decide records job_failed
+            positions = _positions(unit, i)
             summary = parse_summary(_runner_message(attempt)) if attempt else None
-            if summary is None:
-                missing.append(i)
-            else:
-                outcomes[i] = record(summary, obs.model, failed)
-            if summary is None and failed:
-                outcomes[i] = record(None, obs.model, True, _pod_failure(attempt) or obs.failure)
+            if summary is not None and summary.get("status") == BATCH:
+                entries = summary.get("items")
+                if isinstance(entries, list) and len(entries) == len(positions):
+                    for position, entry in zip(positions, entries, strict=True):
+                        outcomes[position] = record(
+                            entry if isinstance(entry, dict) else None, obs.model, failed
+                        )
+                    continue
+                summary = None  # cut short: the stored results tell
+            for position in positions:
+                if summary is not None:
+                    outcomes[position] = record(summary, obs.model, failed)
+                    continue
+                missing.append(position)
+                if failed:
+                    outcomes[position] = record(None, obs.model, True, _pod_failure(attempt) or obs.failure)
         if missing:
-            error = self._stored(job, obs, missing, outcomes)
+            error = self._stored(unit, obs, missing, outcomes)
             if error:
                 return None, error
         return outcomes, None
 
     def _stored(
-        self, job: Mapping[str, Any], obs: JobObs, indexes: list[int], outcomes: dict[int, Record]
+        self, unit: WorkUnit | None, obs: JobObs, positions: list[int], outcomes: dict[int, Record]
     ) -> str | None:
-        """Outcomes of indexes whose pods are gone, from the results in object storage."""
-        unit = _unit_of(job)
+        """Outcomes of items whose pods are gone (or said too little), from object storage."""
         if unit is None or not unit.results_uri:
             return None
         try:
             if unit.plan is not None and not unit.items:
                 unit = unit.resolve(self._plan(unit.plan))
             store = self.store(unit.results_uri)
-            for i in indexes:
+            for i in positions:
                 task_id, repeat = unit.item(i)
                 result = store.get_result(unit.model, task_id, repeat)
                 if result is not None:
@@ -402,7 +414,7 @@ class Observer:
                             "reason": result.reason,
                         },
                         obs.model,
-                        i in obs.failed_indexes,
+                        i // unit.per_pod in obs.failed_indexes,
                     )
         except (StoreError, AtlasError, ValueError) as exc:
             return str(exc)
@@ -499,6 +511,16 @@ def _pod_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
                 f"{waiting.get('message') or waiting.get('reason')}",
             )
     return None
+
+
+def _positions(unit: WorkUnit | None, index: int) -> list[int]:
+    """The chunk positions completion ``index`` ran (one per index without a readable unit)."""
+    if unit is None:
+        return [index]
+    try:
+        return list(unit.positions(index))
+    except IndexError:
+        return []
 
 
 def _unit_of(job: Mapping[str, Any]) -> WorkUnit | None:

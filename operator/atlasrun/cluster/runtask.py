@@ -21,6 +21,12 @@ most 4 KiB goes to the termination message and to stdout. A record already store
 finished work); a stored judge failure is rejudged from its transcript, as locally.
 ``ATLAS_WORK_DIR`` (``--work-dir``) keeps the local results directory for debugging.
 
+With ``spec.cluster.itemsPerPod`` > 1 a completion index names several items: they run one after
+the other, each exactly as a single item runs (stored, skipped when already stored), and the
+termination message lists their summaries (``{"status": "batch", "exit_code", "items"}``); the
+pod exits 2 only if every item's input was bad, 4 if storage failed for one, 3 if another
+failed (the retried pod skips the stored ones), else 0.
+
 Exit codes (the Job's podFailurePolicy keys on them):
 
 - ``0``: a verdict was reached and stored: ``scored``, ``excluded``, or ``error`` because
@@ -61,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from atlasrun.cluster.contract import (
+    BATCH,
     ENV_INDEX,
     ENV_WORK_UNIT,
     EXIT_INPUT,
@@ -119,8 +126,9 @@ class Inputs:
     s3_backoff_s: float = DEFAULT_BACKOFF_S
     work_dir: Path | None = None  # keep the local results directory here (default: a temp dir)
     tasks_ref: TasksRef | None = None  # the pinned task document (work unit): fetched and verified
-    unit: WorkUnit | None = None  # a work unit whose items are in its plan: resolved by fetch_plan
+    unit: WorkUnit | None = None  # a work unit to resolve (plan by reference, several items per pod)
     index: int = 0  # the completion index (with ``unit``)
+    batch: tuple[tuple[str, int], ...] = ()  # several items for this pod, run in sequence
 
 
 def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Inputs:
@@ -175,11 +183,11 @@ def _unit_inputs(
     if not index_text or not index_text.strip().isdigit():
         raise InputError(f"{index_text!r} is not a completion index", where=ENV_INDEX)
     index = int(index_text)
-    by_reference = unit.plan is not None and not unit.items
+    by_reference = (unit.plan is not None and not unit.items) or unit.per_pod > 1
     if by_reference:
-        if index >= unit.size:
-            raise InputError(f"completion index {index} is outside 0..{unit.size - 1}", where=ENV_INDEX)
-        task_id, repeat = "", 0  # known once fetch_plan has read the plan
+        if index >= unit.indexes:
+            raise InputError(f"completion index {index} is outside 0..{unit.indexes - 1}", where=ENV_INDEX)
+        task_id, repeat = "", 0  # known once fetch_plan has resolved the unit
     else:
         try:
             task_id, repeat = unit.item(index)
@@ -203,21 +211,32 @@ def _unit_inputs(
 
 
 def fetch_plan(inputs: Inputs) -> Inputs:
-    """The item of a work unit whose items are in its plan (object storage, verified by sha256):
-    InputError if the plan is gone or altered, StoreError if object storage fails."""
+    """The item(s) of the pod's completion index; a plan by reference is read from object storage
+    and verified by sha256: InputError if it is gone or altered, StoreError if storage fails."""
     unit = inputs.unit
-    if unit is None or unit.plan is None:
+    if unit is None:
         return inputs
+    where = f"{ENV_WORK_UNIT} plan"
+    if unit.plan is not None and not unit.items:
 
-    def open_store(uri: str) -> S3Results:
-        return S3Results(uri, inputs.endpoint_url, attempts=inputs.s3_attempts, backoff_s=inputs.s3_backoff_s)
+        def open_store(uri: str) -> S3Results:
+            return S3Results(
+                uri, inputs.endpoint_url, attempts=inputs.s3_attempts, backoff_s=inputs.s3_backoff_s
+            )
 
-    plan = read_plan(unit.plan, open_store, where=f"{ENV_WORK_UNIT} plan")
+        ref = unit.plan
+        plan = read_plan(ref, open_store, where=where)
+        try:
+            unit = unit.resolve(plan)
+        except ValueError as exc:
+            raise InputError(f"{ref.uri}: {exc}", where=where) from exc
     try:
-        task_id, repeat = unit.resolve(plan).item(inputs.index)
-    except (ValueError, IndexError) as exc:
-        raise InputError(f"{unit.plan.uri}: {exc}", where=f"{ENV_WORK_UNIT} plan") from exc
-    return dataclasses.replace(inputs, task_id=task_id, repeat=repeat, unit=None)
+        items = [unit.item(p) for p in unit.positions(inputs.index)]
+    except IndexError as exc:
+        raise InputError(str(exc), where=ENV_INDEX) from exc
+    if len(items) == 1:
+        return dataclasses.replace(inputs, task_id=items[0][0], repeat=items[0][1], unit=None)
+    return dataclasses.replace(inputs, unit=None, batch=tuple(items))
 
 
 def fetch_tasks(inputs: Inputs, dest: Path) -> Inputs:
@@ -501,6 +520,8 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
     try:
         inputs = fetch_plan(inputs)
         inputs = fetch_tasks(inputs, Path(fetched.name))
+        if inputs.batch:
+            return run_batch(inputs, warn)
         spec = load_spec(inputs)
         plan = plan_run(spec)
         store = S3Results(
@@ -562,6 +583,68 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
     if code != EXIT_OK:
         warn(mask(f"error: {result.status}: {result.reason}; exiting {code} so the Job retries the pod"))
     return finish(summary(result, stored, code), code)
+
+
+def run_batch(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
+    """Run the pod's items in sequence (``cluster.itemsPerPod``), each as ``run_task`` runs one,
+    then write one termination message listing their summaries (``contract.BATCH``)."""
+    summaries: list[dict[str, Any]] = []
+    codes: list[int] = []
+    with tempfile.TemporaryDirectory(prefix="atlas-batch-") as tmp:
+        for n, (task_id, repeat) in enumerate(inputs.batch):
+            one = dataclasses.replace(
+                inputs, task_id=task_id, repeat=repeat, batch=(), termination_path=Path(tmp) / f"item-{n}"
+            )
+            code = run_task(one, warn)
+            codes.append(code)
+            try:
+                summaries.append(dict(json.loads(one.termination_path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, TypeError):
+                summaries.append(
+                    {
+                        "task": task_id,
+                        "repeat": repeat,
+                        "status": "error",
+                        "reason": "no summary",
+                        "exit_code": code,
+                    }
+                )
+    code = batch_exit(codes)
+    text = compact_batch(summaries, code)
+    print(text, flush=True)
+    write_termination(inputs.termination_path, text, warn)
+    return code
+
+
+def batch_exit(codes: list[int]) -> int:
+    """The pod's exit code: bad input only if every item's input was bad; a storage failure or
+    any other failure retries the pod (its stored items are kept, not run again); else 0."""
+    if codes and all(c == EXIT_INPUT for c in codes):
+        return EXIT_INPUT
+    if EXIT_STORE in codes:
+        return EXIT_STORE
+    return EXIT_RETRY if any(c not in (EXIT_OK, EXIT_INPUT) for c in codes) else EXIT_OK
+
+
+BATCH_KEYS = ("task", "repeat", "status", "passed", "coverage", "wall_s", "error_kind", "reason", "exit_code")
+
+
+def compact_batch(summaries: list[dict[str, Any]], code: int, limit: int = TERMINATION_LIMIT) -> str:
+    """``{"status": "batch", "exit_code", "items": [...]}`` in at most ``limit`` bytes: reasons are
+    cut first; if it still does not fit the items are left out (the operator then reads the
+    stored results)."""
+    for cut in (200, 80, 20, 0):
+        items = []
+        for summary in summaries:
+            entry = {k: summary.get(k) for k in BATCH_KEYS if summary.get(k) is not None}
+            reason = str(entry.get("reason") or "")
+            if len(reason) > cut:
+                entry["reason"] = reason[:cut] + "..." if cut else None
+            items.append({k: v for k, v in entry.items() if v is not None})
+        text = json.dumps({"status": BATCH, "exit_code": code, "items": items}, separators=(",", ":"))
+        if len(text.encode()) <= limit:
+            return text
+    return json.dumps({"status": BATCH, "exit_code": code, "items": [], "truncated": True})
 
 
 def main(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> int:
