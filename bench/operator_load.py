@@ -209,13 +209,13 @@ def floor_rate(
         .model_copy(update={"image": f"registry.example/mcp{PIN}", "port": 9000})
     )
     ref = TasksRef(sha256="0" * 64, uri=f"s3://{BUCKET}/sweeps/tasks/{'0' * 64}")
-    jobs, items = [], 0
+    jobs, items, pods = [], 0, 0
     for model in body.models:
         for chunk in plan[model.name]:
             if items >= cap:
                 break
-            plan = ChunkPlan(items=list(chunk.items)).to_bytes()
-            digest = hashlib.sha256(plan).hexdigest()
+            plan_bytes = ChunkPlan(items=list(chunk.items)).to_bytes()
+            digest = hashlib.sha256(plan_bytes).hexdigest()
             unit = WorkUnit(
                 schema_version=2,
                 run="floor",
@@ -245,6 +245,7 @@ def floor_rate(
             job["metadata"].pop("ownerReferences", None)
             jobs.append(job)
             items += len(chunk.items)
+            pods += job["spec"]["completions"]
     with cp.client() as api:
         started = time.perf_counter()
         for job in jobs:
@@ -255,7 +256,8 @@ def floor_rate(
                 f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
                 params={"labelSelector": "atlasrun.dev/run=floor"},
             ).json()["items"]
-            return sum(int(j.get("status", {}).get("succeeded") or 0) for j in listed) >= items
+            # succeeded counts completion indexes (pods), each of which ran itemsPerPod items
+            return sum(int(j.get("status", {}).get("succeeded") or 0) for j in listed) >= pods
 
         wait_for(complete, 7200, "the floor's Jobs to complete", interval=1.0)
         return items / (time.perf_counter() - started), items
