@@ -6,7 +6,8 @@
    precondition: a chunk's counts and its ``chunksDone`` mark land together or not at all, and a
    stale leader's write is refused (409) instead of counting twice.
 3. Only then are counted Jobs deleted, new chunks created (deterministic names: a 409 means it
-   exists), Jobs' parallelism and suspend patched, Events posted, metrics updated.
+   exists), Jobs' parallelism and suspend patched (these writes concern distinct Jobs and run
+   concurrently), Events posted, metrics updated.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from atlasrun.cluster import metrics
@@ -31,6 +34,7 @@ from atlasrun.runspec.run import API_VERSION
 from atlasrun.tasks.model import TaskLimits
 
 log = logging.getLogger("atlasrun.act")
+WRITERS = 8  # concurrent Job writes per pass (the client's connection pool holds more)
 
 
 class Conflict(Exception):
@@ -56,6 +60,7 @@ class Actor:
         self.settings = settings or Settings.from_env()
         self._ensured: set[str] = set()  # run UIDs whose ConfigMap and policy exist
         self._plans: dict[tuple[str, str], PlanRef] = {}  # (plans URI, sha256) -> stored plan
+        self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="act")
 
     # ------------------------------------------------------------------ entry point
 
@@ -79,18 +84,12 @@ class Actor:
                 if exc.status == 409:
                     raise Conflict(ctx.name) from exc
                 raise
-        for name in d.delete:
-            self._ignore(
-                404,
-                lambda n=name: self.batch.delete_namespaced_job(
-                    n, ctx.namespace, propagation_policy="Background"
-                ),
-            )
+        calls: list[Callable[[], Any]] = [partial(self._delete_job, ctx.namespace, n) for n in d.delete]
         if d.create:
             self._ensure_run_objects(ctx)
             for chunk, width in d.create:
                 job = self._render(ctx, chunk, width, d, plans.get(chunk.items))
-                self._ignore(409, lambda j=job: self.batch.create_namespaced_job(ctx.namespace, j))
+                calls.append(partial(self._create_job, ctx.namespace, job))
         patches: dict[str, dict[str, Any]] = {}
         for name, width in d.parallelism.items():
             patches.setdefault(name, {})["parallelism"] = width
@@ -98,10 +97,8 @@ class Actor:
             patches.setdefault(name, {})["suspend"] = True
         for name in d.resume:
             patches.setdefault(name, {})["suspend"] = False
-        for name, spec in patches.items():
-            self._ignore(
-                404, lambda n=name, s=spec: self.batch.patch_namespaced_job(n, ctx.namespace, {"spec": s})
-            )
+        calls += [partial(self._patch_job, ctx.namespace, n, spec) for n, spec in patches.items()]
+        self._concurrently(calls)
         for kind, reason, message in d.events:
             self._event(ctx, kind, reason, message)
         for outcome in d.accounted:
@@ -269,6 +266,30 @@ class Actor:
             self.core.create_namespaced_event(ctx.namespace, event)
         except Exception as exc:  # an Event is best effort: never fail a pass for it
             log.warning("cannot post event %s for %s: %s", reason, ctx.name, exc)
+
+    def _delete_job(self, namespace: str, name: str) -> None:
+        self._ignore(
+            404, lambda: self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        )
+
+    def _create_job(self, namespace: str, job: dict[str, Any]) -> None:
+        self._ignore(409, lambda: self.batch.create_namespaced_job(namespace, job))  # exists: created before
+
+    def _patch_job(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+        self._ignore(404, lambda: self.batch.patch_namespaced_job(name, namespace, {"spec": spec}))
+
+    def _concurrently(self, calls: list[Callable[[], Any]]) -> None:
+        """Independent Job writes (distinct names) at once: a pass's latency is not their sum.
+        The first failure is raised after all have run."""
+        if len(calls) < 2:
+            for call in calls:
+                call()
+            return
+        futures = [self._pool.submit(call) for call in calls]
+        errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
 
     @staticmethod
     def _ignore(status: int, call: Any) -> Any:

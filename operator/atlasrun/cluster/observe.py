@@ -2,14 +2,16 @@
 
 Reads the run (as the watch delivered it), its pinned task document (once per process: cached by
 digest), its Jobs (one LIST by label; only Jobs whose ownerReference is this run's UID are
-adopted), the pods of finished Jobs not yet counted (one LIST per such Job: the last attempt of
-each completion index, its termination message, else the stored result in object storage) and,
+adopted), the pods of finished Jobs not yet counted (one LIST of the run's finished pods when
+several Jobs finished, else one LIST for the Job: the last attempt of each completion index, its
+termination message, else the stored result in object storage) and,
 only while pods wait, what holds them (Pending pods, the Job controller's FailedCreate Events).
 Nothing here writes; the content-addressed copy of a new task document is handed to ``act``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -299,7 +301,8 @@ class Observer:
     def _jobs(self, namespace: str, run: str, uid: str, status: Mapping[str, Any]) -> list[JobObs]:
         selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
         done = {m: parse_ranges(s.get("chunksDone")) for m, s in (status.get("models") or {}).items()}
-        jobs = []
+        jobs: list[JobObs] = []
+        to_count: list[tuple[int, dict[str, Any]]] = []  # finished, not yet counted: read their pods
         for job in self.api.list("jobs", namespace, label_selector=selector):
             meta = job["metadata"]
             if not any(o.get("uid") == uid for o in meta.get("ownerReferences") or []):
@@ -331,16 +334,36 @@ class Observer:
                 failure=failure,
             )
             if finished and int(chunk) not in done.get(model, set()) and not obs.deleting:
-                outcomes, error = self._outcomes(namespace, job, obs)
-                obs = JobObs(**{**obs.__dict__, "outcomes": outcomes, "outcomes_error": error})
+                to_count.append((len(jobs), job))
             jobs.append(obs)
+        pods = self._finished_pods(namespace, selector) if len(to_count) > 1 else None
+        for position, job in to_count:
+            obs = jobs[position]
+            mine = None if pods is None else pods.get(obs.name, [])
+            outcomes, error = self._outcomes(namespace, job, obs, mine)
+            jobs[position] = dataclasses.replace(obs, outcomes=outcomes, outcomes_error=error)
         return jobs
 
+    def _finished_pods(self, namespace: str, selector: str) -> dict[str, list[dict[str, Any]]]:
+        """The run's finished pods by Job name: one LIST for every Job counted in this pass."""
+        by_job: dict[str, list[dict[str, Any]]] = {}
+        for pod in self.api.list(
+            "pods",
+            namespace,
+            label_selector=selector,
+            field_selector="status.phase!=Pending,status.phase!=Running",
+        ):
+            name = (pod["metadata"].get("labels") or {}).get(LABEL_JOB_NAME)
+            if name:
+                by_job.setdefault(name, []).append(pod)
+        return by_job
+
     def _outcomes(
-        self, namespace: str, job: Mapping[str, Any], obs: JobObs
+        self, namespace: str, job: Mapping[str, Any], obs: JobObs, pods: list[dict[str, Any]] | None = None
     ) -> tuple[dict[int, Record] | None, str | None]:
         """Each index's outcome: its last attempt's termination message, else the stored result."""
-        pods = self.api.list("pods", namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
+        if pods is None:
+            pods = self.api.list("pods", namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
         last: dict[int, dict[str, Any]] = {}
         last_ok: dict[int, dict[str, Any]] = {}
         for pod in pods:
