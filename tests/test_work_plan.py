@@ -233,3 +233,71 @@ def test_batch_exit_and_its_termination_message_fit() -> None:
     assert len(text.encode()) <= 4000 and len(data["items"]) == 20 and data["exit_code"] == 3
     too_many = json.loads(compact_batch([long] * 60, 3))  # the stored results then tell
     assert too_many["items"] == [] and too_many["truncated"] is True
+
+
+def test_operator_maps_a_pods_batch_summary_to_its_items() -> None:
+    """Completion index i of a Job with itemsPerPod 2 ran positions 2i and 2i+1: each gets the
+    outcome its own summary gives; a cut-short batch message is no outcome (never a score)."""
+    from atlasrun.cluster.observe import Observer
+    from atlasrun.cluster.reconcile import JobObs
+
+    tasks = TasksRef(sha256=SHA, uri=f"s3://{BUCKET}/bench/tasks/{SHA}")
+    unit = WorkUnit(
+        run="r",
+        model="m",
+        chunk=0,
+        items=[("a", 0), ("b", 0), ("c", 0)],
+        tasks=tasks,
+        results_uri="",
+        per_pod=2,
+    )
+    job = {
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"env": [{"name": "ATLAS_WORK_UNIT", "value": unit.to_env()}]}]}
+            }
+        }
+    }
+
+    def pod(name: str, index: int, phase: str, message: dict[str, Any]) -> dict[str, Any]:
+        terminated = {"message": json.dumps(message)}
+        return {
+            "metadata": {
+                "name": name,
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+            },
+            "status": {
+                "phase": phase,
+                "containerStatuses": [{"name": "runner", "state": {"terminated": terminated}}],
+            },
+        }
+
+    batch = {
+        "status": "batch",
+        "exit_code": 0,
+        "items": [{"status": "scored", "passed": True}, {"status": "scored", "passed": False}],
+    }
+    bad = {"status": "error", "error_kind": "input", "reason": "input: task 'c' is not in the run's tasks"}
+    obs = JobObs(
+        name="j",
+        model="m",
+        chunk=0,
+        completions=2,
+        parallelism=2,
+        completed=frozenset({0}),
+        failed_indexes=frozenset({1}),
+        finished=True,
+    )
+    observer = Observer(api=object(), settings=None)  # type: ignore[arg-type]
+    outcomes, error = observer._outcomes(
+        "ns", job, obs, [pod("j-0", 0, "Succeeded", batch), pod("j-1", 1, "Failed", bad)]
+    )
+    assert error is None and outcomes is not None
+    assert [(outcomes[p]["s"], outcomes[p]["p"]) for p in (0, 1)] == [("scored", True), ("scored", False)]
+    assert outcomes[2]["s"] == "error" and outcomes[2]["k"] == "input" and "'c'" in outcomes[2]["r"]
+    cut = {"status": "batch", "exit_code": 0, "items": [], "truncated": True}
+    outcomes, _ = observer._outcomes(
+        "ns", job, obs, [pod("j-0", 0, "Succeeded", cut), pod("j-1", 1, "Failed", bad)]
+    )
+    assert outcomes is not None and 0 not in outcomes and 1 not in outcomes  # decide records them as errors
