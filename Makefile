@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane node node-if-possible images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
+.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane kueue node node-if-possible images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -42,7 +42,7 @@ demo: servers sandbox-deps
 sandbox-deps:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    apt-get -o DPkg::Lock::Timeout=900 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
 	      bubblewrap; \
 	  else echo "warning: bwrap missing and cannot apt-get it: code-executing servers will refuse to start"; fi; }
 
@@ -50,7 +50,7 @@ sandbox-deps:
 system-deps: sandbox-deps
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    apt-get -o DPkg::Lock::Timeout=900 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
 	      chromium fonts-liberation; \
 	  else echo "warning: chromium missing and cannot apt-get it; report rendering tests will skip"; fi; }
 
@@ -74,6 +74,11 @@ images: venv
 controlplane:
 	bash tests/cluster/build-controlplane.sh
 
+# The real Kueue (sigs.k8s.io/kueue v0.15.0, from the Go module proxy) for tests/cluster/test_kueue_admission.py,
+# cached in ~/.cache/atlasrun/tools/kueue-v0.15.0 (cold build about 5-8 min on 2 cores).
+kueue: controlplane
+	bash tests/cluster/build-kueue.sh
+
 # A real node for `pytest -m node` (tests/cluster/node.py): containerd 2.x, kubelet, kube-scheduler,
 # kube-router, runc/CNI/registry from Debian; cached under ~/.cache/atlasrun/node. Needs root.
 node: controlplane
@@ -87,7 +92,7 @@ node-if-possible: controlplane
 # guardrails configured in pyproject.toml and the tests that need nothing beyond this checkout
 # (markers: pyproject.toml). mypy --strict is blocking (MYPY=advisory only prints the error count).
 MYPY := blocking
-UNIT_TESTS := not servers and not cluster and not node and not network and not tools
+UNIT_TESTS := not servers and not cluster and not node and not network and not tools and not heavy
 CHECK_JOBS ?= 2
 check: check-lint check-types check-unit
 
@@ -95,6 +100,7 @@ check-lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/vulture
 
 check-types: venv
 ifeq ($(MYPY),blocking)
@@ -108,7 +114,7 @@ check-unit: venv
 	ATLAS_SERVERS_HOME=$(abspath $(VENV))/no-servers tests/offline \
 	  $(BIN)/python -m pytest -q -n $(CHECK_JOBS) -m "$(UNIT_TESTS)"
 
-test: servers system-deps tools controlplane chart-tools node-if-possible
+test: servers system-deps tools controlplane chart-tools kueue node-if-possible
 	$(BIN)/python -m pytest -q
 
 bench: servers sandbox-deps controlplane chart-tools

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -17,7 +18,27 @@ def _stat(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2 :].split()  # fields from 3 (state) on
 
 
-def descendants(root: int, exclude: frozenset[int] = frozenset()) -> list[int]:
+def _children(pid: int) -> list[int] | None:
+    """Direct children of ``pid`` (of any of its threads) from /proc; None if the kernel lacks
+    ``/proc/<pid>/task/<tid>/children``."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tids:
+        try:
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except FileNotFoundError:
+            if not Path(f"/proc/{pid}/task/{tid}").exists():
+                continue  # the thread ended
+            return None
+        except OSError:
+            continue
+    return found
+
+
+def _descendants_by_scan(root: int, exclude: frozenset[int]) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (fields := _stat(int(entry))) is not None:
@@ -30,6 +51,38 @@ def descendants(root: int, exclude: frozenset[int] = frozenset()) -> list[int]:
                 found.append(child)
                 todo.append(child)
     return found
+
+
+def descendants(root: int, exclude: frozenset[int] = frozenset()) -> list[int]:
+    """Every process below ``root``: read down from ``root`` (cheap, whatever else runs on the
+    machine), or by scanning all of /proc where the kernel has no children files."""
+    found, todo = [], [root]
+    while todo:
+        children = _children(todo.pop())
+        if children is None:
+            return _descendants_by_scan(root, exclude)
+        for child in children:
+            if child not in exclude:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def _name(pid: int) -> str:
+    """What the process runs: the file name of its program plus, for an interpreter, its script."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    words = [Path(a.decode(errors="replace")).name for a in argv if a and not a.startswith(b"-")]
+    if words and words[0] in ("python", "python3", "node", "bwrap") and len(words) > 1:
+        return (
+            " ".join(words[:2])
+            if words[0] != "bwrap"
+            else "bwrap "
+            + next((w for w in words[1:] if w.startswith("mcp-server") or w == "node"), words[-1])
+        )
+    return words[0] if words else "?"
 
 
 def cpu_ms(pid: int) -> float:
@@ -68,15 +121,32 @@ class TreeCpu:
         self._seen: dict[int, float] = {}
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self.sampler_ms = 0.0  # CPU of the sampling thread itself
+        self.names: dict[int, str] = {}
 
     def _sample(self) -> dict[int, float]:
         return {p: cpu_ms(p) for p in [self.root, *descendants(self.root, self.exclude)]}
 
+    def _note(self, sample: dict[int, float]) -> None:
+        for pid, ms in sample.items():
+            if ms:
+                self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+                if pid not in self.names:
+                    self.names[pid] = _name(pid)
+
+    def by_name(self) -> dict[str, float]:
+        """CPU ms per process name (the command, e.g. ``node`` or ``python``) since ``start()``."""
+        totals: dict[str, float] = {}
+        for pid, ms in self._seen.items():
+            name = self.names.get(pid, "?")
+            totals[name] = totals.get(name, 0.0) + ms - self._before.get(pid, 0.0)
+        return totals
+
     def _loop(self) -> None:
+        started = time.thread_time()
         while not self._done.wait(self.interval_s):
-            for pid, ms in self._sample().items():
-                if ms:
-                    self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
+            self._note(self._sample())
+        self.sampler_ms = (time.thread_time() - started) * 1000
 
     def start(self) -> None:
         self._before = self._sample()
@@ -89,7 +159,26 @@ class TreeCpu:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
-        for pid, ms in self._sample().items():
-            if ms:
-                self._seen[pid] = max(ms, self._seen.get(pid, 0.0))
-        return sum(ms - self._before.get(pid, 0.0) for pid, ms in self._seen.items())
+        self._note(self._sample())
+        used = sum(ms - self._before.get(pid, 0.0) for pid, ms in self._seen.items())
+        # The sampling thread runs in this process: inside the measured tree when root is this
+        # process. Its CPU is the measurement's, not the harness's.
+        return used - (self.sampler_ms if self.root == os.getpid() else 0.0)
+
+
+def wait_idle(
+    root: int | None = None, busy_ms_per_s: float = 50.0, interval_s: float = 0.25, timeout_s: float = 30.0
+) -> float:
+    """Wait until ``root``'s process tree uses less than ``busy_ms_per_s`` of CPU per second
+    (servers done starting, JIT warm-up over), so a measurement starts from quiet; returns the
+    seconds waited (``timeout_s`` at most)."""
+    root = root or os.getpid()
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        pids = [root, *descendants(root)]
+        before = {p: cpu_ms(p) for p in pids}
+        time.sleep(interval_s)
+        used = sum(max(cpu_ms(p) - ms, 0.0) for p, ms in before.items())
+        if used / interval_s < busy_ms_per_s:
+            break
+    return time.monotonic() - started

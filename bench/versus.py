@@ -6,7 +6,9 @@ repetitions: each prints its figures; then medians and paired ratios (AtlasRun /
 repetition, so machine load hits both alike). Writes ``bench/out/harness.json``.
 
 AtlasRun modes (bench/workload.py, a fresh process per repetition): pooled (servers shared like
-the peer's), fresh (the catalog default: stateful servers fresh per task). The peer shares one
+the peer's), fresh (the catalog default: stateful servers fresh per task; pools warmed before the
+clock starts, as the peer's servers are started before it). Every measurement starts once the
+process tree is quiet (``proctree.wait_idle``). The peer shares one
 server per kind across all tasks (no isolation) and caches calculator results.
 If the peer cannot be installed or started, the reason is printed and AtlasRun's figures are
 still written, with the peer's as null.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -25,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from proctree import TreeCpu, descendants, rss_mb
+from proctree import TreeCpu, descendants, rss_mb, wait_idle
 
 OUT = Path(__file__).parent / "out" / "harness.json"
 # The issue's goals, checked against the medians and paired ratios.
@@ -38,11 +41,16 @@ GOALS = {
 
 
 def atlas_rep(
-    api_base: str, mode: str, concurrency: int, tasks: int, work: Path, rss: bool
+    api_base: str, mode: str, concurrency: int, tasks: int, work: Path, rss: bool, tree: Path | None = None
 ) -> dict[str, float]:
+    """One repetition in a new process; ``tree``: run another checkout's ``atlasrun`` (its
+    ``operator`` directory goes first on the import path), e.g. the commit before a change."""
     args = [sys.executable, str(Path(__file__).with_name("workload.py")), "--api-base", api_base,
             "--mode", mode, "--concurrency", str(concurrency), "--tasks", str(tasks), "--work", str(work)]  # fmt: skip
-    done = subprocess.run([*args, *(["--rss"] if rss else [])], capture_output=True, text=True, check=False)
+    env = dict(os.environ) | ({"PYTHONPATH": str(tree / "operator")} if tree else {})
+    done = subprocess.run(
+        [*args, *(["--rss"] if rss else [])], capture_output=True, text=True, check=False, env=env
+    )
     if done.returncode:
         raise SystemExit(f"atlas {mode} c{concurrency} failed: {done.stderr[-2000:]}{done.stdout[-500:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -52,6 +60,7 @@ def peer_rep(peer: object, concurrency: int, tasks: int) -> dict[str, float]:
     from peer import Peer
 
     assert isinstance(peer, Peer)
+    wait_idle()  # this process's tree: the peer and the scripted model, quiet before the clock
     trees = [TreeCpu(pid) for pid in peer.pids]  # the peer's processes, not this load generator
     for tree in trees:
         tree.start()
@@ -69,6 +78,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run AtlasRun from this checkout (e.g. `git archive <commit> operator | tar -x -C DIR`) "
+        "in every repetition: before/after figures under the same load (printed as base_*)",
+    )
     args = parser.parse_args()
     provider = subprocess.Popen(
         [sys.executable, "-m", "atlasrun.testing.scripted_provider"],
@@ -107,9 +122,23 @@ def main() -> None:
                     row[f"peer_c{c}_tps"] = p["tps"]
                     if c == 32:
                         row["peer_cpu_ms_per_task"] = p["cpu_ms_per_task"]
+            if args.baseline:
+                for c in (8, 32):
+                    b = atlas_rep(
+                        api_base, "pooled", c, args.tasks, work / f"b{rep}-{c}", c == 8, args.baseline
+                    )
+                    row[f"base_c{c}_tps"] = b["tps"]
+                    row["base_rss_ready_mb" if c == 8 else "base_cpu_ms_per_task"] = b[
+                        "rss_ready_mb" if c == 8 else "cpu_ms_per_task"
+                    ]
+                b = atlas_rep(api_base, "fresh", 8, args.tasks, work / f"bf{rep}", False, args.baseline)
+                row["base_fresh_c8_tps"] = b["tps"]
+                row["base_fresh_cpu_ms_per_task"] = b["cpu_ms_per_task"]
             f = atlas_rep(api_base, "fresh", 8, args.tasks, work / f"f{rep}", rss=False)
             row["atlas_fresh_c8_tps"] = f["tps"]
             row["atlas_fresh_cpu_ms_per_task"] = f["cpu_ms_per_task"]
+            row["atlas_fresh_started"] = f["started"]  # server processes started during the run
+            row["atlas_fresh_refresh_copies"] = f["refresh_copies"]  # refreshes that copied data
             if peer_ctx is not None:
                 row["peer_rss_ready_mb"] = peer_rss
             reps.append(row)
@@ -129,12 +158,16 @@ def main() -> None:
 def report(reps: list[dict[str, float | None]], peer_error: str | None) -> None:
     keys = ["atlas_c8_tps", "atlas_c32_tps", "peer_c8_tps", "peer_c32_tps", "atlas_fresh_c8_tps",
             "atlas_fresh_cpu_ms_per_task", "atlas_cpu_ms_per_task", "peer_cpu_ms_per_task",
-            "atlas_rss_ready_mb", "peer_rss_ready_mb", "load"]  # fmt: skip
+            "atlas_rss_ready_mb", "peer_rss_ready_mb", "load", "base_c8_tps", "base_c32_tps",
+            "base_fresh_c8_tps", "base_fresh_cpu_ms_per_task", "base_cpu_ms_per_task", "base_rss_ready_mb",
+            "atlas_fresh_started", "atlas_fresh_refresh_copies"]  # fmt: skip
     result: dict[str, object] = {}
     print("\nmedians")
     for key in keys:
         values = [float(v) for r in reps if (v := r.get(key)) is not None]
         result[key] = statistics.median(values) if values else None
+        if key.startswith("base_") and not values:
+            continue
         print(f"  {key:28} {result[key] if result[key] is None else round(float(result[key]), 1)}")
     pairs = {
         "ratio_c8_tps": ("atlas_c8_tps", "peer_c8_tps"),
@@ -142,9 +175,15 @@ def report(reps: list[dict[str, float | None]], peer_error: str | None) -> None:
         "ratio_fresh_c8_tps": ("atlas_fresh_c8_tps", "peer_c8_tps"),
         "ratio_cpu_per_task": ("atlas_cpu_ms_per_task", "peer_cpu_ms_per_task"),
         "ratio_rss_ready": ("atlas_rss_ready_mb", "peer_rss_ready_mb"),
+        "base_ratio_c32_tps": ("base_c32_tps", "peer_c32_tps"),
+        "base_ratio_fresh_c8_tps": ("base_fresh_c8_tps", "peer_c8_tps"),
+        "base_ratio_cpu_per_task": ("base_cpu_ms_per_task", "peer_cpu_ms_per_task"),
+        "base_ratio_rss_ready": ("base_rss_ready_mb", "peer_rss_ready_mb"),
     }
     print("paired ratios (AtlasRun / peer; median of per-repetition ratios)")
     for name, (ours, theirs) in pairs.items():
+        if name.startswith("base_") and not any(r.get(ours) for r in reps):
+            continue
         ratios = [float(r[ours]) / float(r[theirs]) for r in reps if r.get(ours) and r.get(theirs)]  # type: ignore[arg-type]
         result[name] = statistics.median(ratios) if ratios else None
         shown = "n/a" if result[name] is None else f"{result[name]:.2f}"

@@ -38,6 +38,8 @@ HELM_VERSION = "v3.22.0"
 HELM_KUBE_VERSION = ("1", "37")
 HELM_BUILD_TIMEOUT_S = 1800
 PROMETHEUS_PACKAGE = "prometheus"
+# apt-get waits for a dpkg lock held by another install (a second build, unattended-upgrades).
+APT_LOCK_WAIT = ("-o", "DPkg::Lock::Timeout=900")
 
 
 class ToolInstallError(RuntimeError):
@@ -185,9 +187,20 @@ def ensure_prometheus() -> PrometheusTools:
                 f"`{PROMETHEUS_PACKAGE}` (apt-get install prometheus, as root)"
             )
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        _run(["apt-get", "update", "-qq"], env=env)
+        _run(["apt-get", *APT_LOCK_WAIT, "update", "-qq"], env=env)
         try:
-            _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", PROMETHEUS_PACKAGE], env=env)
+            _run(
+                [
+                    "apt-get",
+                    *APT_LOCK_WAIT,
+                    "install",
+                    "-y",
+                    "-qq",
+                    "--no-install-recommends",
+                    PROMETHEUS_PACKAGE,
+                ],
+                env=env,
+            )
         finally:
             _stop_packaged_service()
         found = _find_prometheus()

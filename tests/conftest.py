@@ -22,6 +22,10 @@ from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The scripted provider is reached through litellm's real path in every test (the brief's standard);
+# tests/test_provider_paths.py runs the direct path (provider.goes_direct) beside it and checks that
+# both give the same requests, replies, error kinds, retries and scores.
+os.environ.setdefault("ATLAS_PROVIDER", "litellm")
 
 SUM_TASK: dict[str, Any] = {
     "id": "sum-numbers",

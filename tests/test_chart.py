@@ -8,10 +8,9 @@
   no schemas there), which are checked structurally.
 - The RBAC is least privilege: exactly the rules the operator needs (cross-checked against the
   API calls in operator.py), no secrets, pods/exec, pods/log or wildcards.
-- The PrometheusRule passes ``promtool check rules`` and ``promtool test rules`` (each alert fires
-  on a synthetic bad series and stays quiet on a healthy one).
-- Every Grafana panel's PromQL is run against a real Prometheus (the Debian package) scraping a
-  real exporter built from ``atlasrun.cluster.metrics``, and must return data.
+- Monitoring objects (ServiceMonitor, PrometheusRule with promtool, dashboards):
+  ``tests/test_metrics_chart.py``; every panel against a real Prometheus scraping the operator:
+  ``tests/cluster/test_metrics_operator.py``.
 - (``cluster`` mark) ``helm install`` on a real kube-apiserver, then the operator, run with the
   Deployment's args and env and the chart ServiceAccount's token, reconciles runs without a 403.
 
@@ -25,13 +24,10 @@ import hashlib
 import importlib.util
 import itertools
 import json
-import math
 import os
 import re
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,11 +35,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry, start_http_server
 
-from atlasrun.cluster import metrics as metrics_module
 from atlasrun.cluster.crd import render_yaml
-from atlasrun.cluster.metrics import Metrics
 from atlasrun.servers.instance import free_port
 from tools import KUBERNETES_VERSIONS, ensure_kubernetes_validate
 from tools import ToolInstallError as KubernetesValidateInstallError
@@ -257,14 +250,17 @@ def test_variants_render_the_expected_objects(rendered: dict[str, list[dict[str,
     policy = ["ConfigMap"]  # values.policy for the operator
     user_roles = ["ClusterRole", "ClusterRole"]  # atlasrun-view/atlasrun-edit (userRoles.create)
     cluster_wide = operator_rbac + scanning_rbac + user_roles + policy
-    assert kinds["default"] == sorted(common + cluster_wide)
-    assert kinds["monitoring"] == sorted(common + cluster_wide + ["PrometheusRule", "ServiceMonitor"])
-    assert kinds["cilium"] == sorted(common + cluster_wide + ["NetworkPolicy"])
+    extra_dashboard = ["ConfigMap"]  # two dashboards: platform and evaluator
+    assert kinds["default"] == sorted(common + cluster_wide + extra_dashboard)
+    assert kinds["monitoring"] == sorted(
+        common + cluster_wide + extra_dashboard + ["PrometheusRule", "ServiceMonitor"]
+    )
+    assert kinds["cilium"] == sorted(common + cluster_wide + extra_dashboard + ["NetworkPolicy"])
     assert kinds["minimal"] == sorted(common + operator_rbac)  # the ConfigMap: policy, no dashboards
     # namespaced: a Role and RoleBinding per watched namespace; the only cluster-wide grant is
     # kopf's read-only scanning
     assert kinds["namespaced"] == sorted(
-        common + policy + scanning_rbac + ["Role", "Role", "RoleBinding", "RoleBinding"]
+        common + policy + extra_dashboard + scanning_rbac + ["Role", "Role", "RoleBinding", "RoleBinding"]
     )
     namespaced = rendered["namespaced"]
     assert sorted(r["metadata"]["namespace"] for r in of_kind(namespaced, "Role")) == sorted(
@@ -366,6 +362,7 @@ EXPECTED_RULES = {
     ("networking.k8s.io", "networkpolicies"): {"create", "get"},
     ("", "events"): {"create", "patch", "list"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    ("kueue.x-k8s.io", "workloads"): {"get", "list", "patch"},  # cluster/queueing.py
 }
 CILIUM_RULE = {("cilium.io", "ciliumnetworkpolicies"): {"create", "get"}}
 FORBIDDEN_RESOURCES = {
@@ -558,427 +555,8 @@ def test_rendered_objects_validate_strictly(
     assert out.count("passed for resource") == len(files) and "WARN" not in out and "ERROR" not in out, out
 
 
-DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-
-
-def test_monitoring_objects_are_well_formed(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    """ServiceMonitor and PrometheusRule, checked against the prometheus-operator API by hand."""
-    docs = rendered["monitoring"]
-    service = one(docs, "Service")
-    sm = one(docs, "ServiceMonitor")
-    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
-    assert (
-        sm["metadata"]["namespace"] == NAMESPACE
-        and sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    )
-    assert set(sm["spec"]) == {"selector", "namespaceSelector", "endpoints"}
-    assert sm["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
-    (endpoint,) = sm["spec"]["endpoints"]
-    assert (
-        endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["path"] == "/metrics"
-    )
-    assert DURATION.match(endpoint["interval"]) and DURATION.match(endpoint["scrapeTimeout"])
-    assert "jobLabel" not in sm["spec"]  # job = the Service's name, which OperatorDown matches
-
-    rule = one(docs, "PrometheusRule")
-    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and set(rule["spec"]) == {"groups"}
-    alerts = {}
-    for group in rule["spec"]["groups"]:
-        assert set(group) <= {"name", "interval", "rules"} and group["name"]
-        for r in group["rules"]:
-            assert set(r) <= {"alert", "expr", "for", "labels", "annotations"}, r
-            assert isinstance(r["expr"], str) and DURATION.match(r["for"])
-            assert r["labels"]["severity"] in {"info", "warning", "critical"}
-            assert r["annotations"]["summary"] and r["annotations"]["description"]
-            assert all(isinstance(v, str) for v in (r["labels"] | r["annotations"]).values())
-            alerts[r["alert"]] = r
-    assert set(alerts) == {
-        "AtlasRunBlocked",
-        "AtlasRunTaskErrorRatioHigh",
-        "AtlasRunPassRateDrop",
-        "AtlasRunOperatorDown",
-    }
-    assert f'job="{METRICS_JOB}"' in alerts["AtlasRunOperatorDown"]["expr"]
-    assert f'namespace="{NAMESPACE}"' in alerts["AtlasRunOperatorDown"]["expr"]
-
-
-# ---------------------------------------------------------------- alert rules with promtool
-
-
-def rules_file(rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> Path:
-    path = tmp_path / "rules.yaml"
-    path.write_text(yaml.safe_dump(one(rendered["monitoring"], "PrometheusRule")["spec"], sort_keys=False))
-    return path
-
-
-def test_alert_rules_pass_promtool_check(
-    rendered: dict[str, list[dict[str, Any]]], prom_tools: Any, tmp_path: Path
-) -> None:
-    proc = subprocess.run(
-        [str(prom_tools.promtool), "check", "rules", str(rules_file(rendered, tmp_path))],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 4 rules found" in proc.stdout, proc.stdout
-
-
-def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
-    return {"series": name + "{" + ", ".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": values}
-
-
-def test_alerts_fire_on_bad_series_only(
-    rendered: dict[str, list[dict[str, Any]]], prom_tools: Any, tmp_path: Path
-) -> None:
-    """``promtool test rules``: each alert fires for the broken run/model/target and not for the healthy one."""
-    target = {"job": METRICS_JOB, "namespace": NAMESPACE, "instance": "10.1.2.3:8080"}
-    series = [
-        _series("atlasrun_runs", {**target, "run": "stuck", "phase": "Blocked"}, "1x20"),
-        _series("atlasrun_runs", {**target, "run": "fine", "phase": "Blocked"}, "0x20"),
-        _series("atlasrun_runs", {**target, "run": "fine", "phase": "Running"}, "1x20"),
-        # 30% of gpt's work items error, 5% of claude's (counters grow per minute)
-        _series(
-            "atlasrun_tasks_total", {**target, "run": "sweep", "model": "gpt", "outcome": "passed"}, "0+7x40"
-        ),
-        _series(
-            "atlasrun_tasks_total", {**target, "run": "sweep", "model": "gpt", "outcome": "error"}, "0+3x40"
-        ),
-        _series(
-            "atlasrun_task_errors_total",
-            {**target, "run": "sweep", "model": "gpt", "kind": "provider"},
-            "0+3x40",
-        ),
-        _series(
-            "atlasrun_tasks_total",
-            {**target, "run": "sweep", "model": "claude", "outcome": "passed"},
-            "0+19x40",
-        ),
-        _series(
-            "atlasrun_tasks_total",
-            {**target, "run": "sweep", "model": "claude", "outcome": "error"},
-            "0+1x40",
-        ),
-        _series(
-            "atlasrun_task_errors_total",
-            {**target, "run": "sweep", "model": "claude", "kind": "infra"},
-            "0+1x40",
-        ),
-        # gpt's pass rate falls from 0.9 to 0.6 at minute 10; claude's holds
-        _series("atlasrun_pass_rate", {**target, "run": "sweep", "model": "gpt"}, "0.9x9 0.6x30"),
-        _series("atlasrun_pass_rate", {**target, "run": "sweep", "model": "claude"}, "0.8x40"),
-        # the operator's target goes down at minute 10
-        _series("up", target, "1x9 0x30"),
-    ]
-    tests = {
-        "rule_files": [str(rules_file(rendered, tmp_path))],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": series,
-                "alert_rule_test": [
-                    {"eval_time": "3m", "alertname": "AtlasRunBlocked", "exp_alerts": []},  # pending for 5m
-                    {
-                        "eval_time": "8m",
-                        "alertname": "AtlasRunBlocked",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {"severity": "warning", "run": "stuck"},
-                                "exp_annotations": {
-                                    "summary": "AtlasRun stuck is blocked",
-                                    "description": "AtlasRun stuck has been in phase Blocked for 5m: its spec is invalid, an "
-                                    "image is not pinned by digest, or its tasks cannot be loaded. The Ready "
-                                    "condition says which (kubectl describe atlasrun stuck).",
-                                },
-                            }
-                        ],
-                    },
-                    {"eval_time": "8m", "alertname": "AtlasRunOperatorDown", "exp_alerts": []},
-                    {
-                        "eval_time": "17m",
-                        "alertname": "AtlasRunOperatorDown",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {"severity": "critical"},
-                                "exp_annotations": {
-                                    "summary": "The AtlasRun operator is down",
-                                    "description": f"No healthy scrape of the AtlasRun operator (job {METRICS_JOB} in namespace "
-                                    f"{NAMESPACE}) for 5m: runs are not reconciled and no new Jobs start "
-                                    f"(kubectl -n {NAMESPACE} get pods).",
-                                },
-                            }
-                        ],
-                    },
-                    {
-                        "eval_time": "25m",
-                        "alertname": "AtlasRunTaskErrorRatioHigh",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {"severity": "warning", "run": "sweep", "model": "gpt"},
-                                "exp_annotations": {
-                                    "summary": "Many errored tasks in AtlasRun sweep for model gpt",
-                                    "description": "30% of the work items of run sweep, model gpt, finished in the last 15m "
-                                    "ended in an error (threshold 0.2). Errors are infrastructure, provider or "
-                                    "judge failures, not wrong answers: see atlasrun_task_errors_total by kind "
-                                    "and the run's TaskError events.",
-                                },
-                            }
-                        ],
-                    },
-                    {"eval_time": "8m", "alertname": "AtlasRunPassRateDrop", "exp_alerts": []},
-                    {
-                        "eval_time": "30m",
-                        "alertname": "AtlasRunPassRateDrop",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    "severity": "warning",
-                                    "run": "sweep",
-                                    "model": "gpt",
-                                    **target,
-                                },
-                                "exp_annotations": {
-                                    "summary": "Pass rate of gpt dropped in AtlasRun sweep",
-                                    "description": "The pass rate of model gpt in run sweep is 30% below its maximum of the "
-                                    "last 1h (alert threshold: a drop of 0.2), with at least 20 tasks "
-                                    "scored.",
-                                },
-                            }
-                        ],
-                    },
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "tests.yaml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False))
-    proc = subprocess.run(
-        [str(prom_tools.promtool), "test", "rules", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-# ---------------------------------------------------------------- Grafana dashboards
-
-
-def test_dashboards_are_configmaps_for_the_grafana_sidecar(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    assert not dashboards(rendered["minimal"])
-    found = dashboards(rendered["monitoring"])
-    assert set(found) == {p.name for p in (CHART / "dashboards").glob("*.json")} == {"atlasrun-overview.json"}
-    cm = next(c for c in of_kind(rendered["monitoring"], "ConfigMap"))
-    assert cm["metadata"]["annotations"] == {"grafana_folder": "AtlasRun"}
-    for name, board in found.items():
-        assert board["uid"] and board["title"] and board["schemaVersion"] >= 36, name
-        ids = [p["id"] for p in panels(board)]
-        assert len(ids) == len(set(ids)), f"{name}: duplicate panel ids"
-        cells: set[tuple[int, int]] = set()
-        for p in panels(board):
-            g = p["gridPos"]
-            assert g["x"] + g["w"] <= 24, p["title"]
-            mine = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
-            assert not cells & mine, f"{name}: panel {p['title']!r} overlaps another"
-            cells |= mine
-            if p["type"] != "row":
-                assert p["targets"] and all(t["expr"] for t in p["targets"]), p["title"]
-                assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
-        exprs = " ".join(t["expr"] for p in panels(board) for t in p.get("targets", []))
-        for needed in (
-            "atlasrun_pass_rate",
-            "atlasrun_mean_coverage",
-            "atlasrun_tasks_total",
-            "atlasrun_task_duration_seconds_bucket",
-            "atlasrun_task_errors_total",
-            "atlasrun_tasks_pending",
-            "atlasrun_runs",
-            "histogram_quantile(0.5,",
-            "histogram_quantile(0.95,",
-            "sum by (kind)",
-            "sum by (outcome)",
-            "sum by (phase)",
-        ):
-            assert needed in exprs, f"{name}: no panel uses {needed}"
-
-
-def _grafana_to_promql(expr: str) -> str:
-    """A panel expression as Grafana sends it with "All" selected and a 1-minute rate interval."""
-    return expr.replace("$__rate_interval", "1m").replace("$run", ".*").replace("$model", ".*")
-
-
-def _feed(m: Metrics, stop: threading.Event) -> None:
-    """A few runs, models and outcomes, as the operator would record them, until ``stop``."""
-    outcomes = itertools.cycle(
-        [
-            {"s": "scored", "p": True, "c": 1.0, "w": 12.0},
-            {"s": "scored", "p": False, "c": 0.5, "w": 45.0},
-            {"s": "error", "r": "provider: 429 Too Many Requests", "w": 3.0},
-            {"s": "scored", "p": True, "c": 0.75, "w": 8.0},
-            {"s": "error", "r": "infra: sidecar mcp-filesystem exited", "w": None},
-            {"s": "scored", "p": True, "c": 1.0, "w": 130.0},
-            {"s": "error", "r": "job failed: DeadlineExceeded"},
-        ]
-    )
-    models = ("gpt-4o", "claude-sonnet")
-    finished = dict.fromkeys(models, 0)
-    while True:
-        for model in models:
-            metrics_module.task_finished("sweep-a", {**next(outcomes), "m": model}, m)
-            finished[model] += 1
-        metrics_module.run_status(
-            "sweep-a",
-            "Running",
-            {
-                model: {
-                    "passRate": 0.5 + (n % 5) / 10,
-                    "meanCoverage": 0.6 + (n % 3) / 10,
-                    "pending": max(0, 500 - n),
-                }
-                for model, n in finished.items()
-            },
-            m,
-        )
-        if stop.wait(0.25):
-            return
-
-
-@pytest.fixture(scope="module")
-def prometheus(prom_tools: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Prometheus on 127.0.0.1 scraping an exporter of ``atlasrun.cluster.metrics`` every second.
-
-    The scrape job carries the labels the chart's ServiceMonitor would give the operator's target
-    (job = the metrics Service's name, namespace = the release's), so the alert expressions see
-    what they would see in a cluster. Yields the base URL once a few scrapes have landed."""
-    registry = CollectorRegistry()
-    m = Metrics(registry=registry)
-    metrics_module.task_finished("sweep-b", {"s": "scored", "p": True, "c": 1.0, "w": 20.0, "m": "gpt-4o"}, m)
-    metrics_module.run_status(
-        "sweep-b", "Succeeded", {"gpt-4o": {"passRate": 1.0, "meanCoverage": 1.0, "pending": 0}}, m
-    )
-    metrics_module.run_phase("sweep-c", "Blocked", m)
-    stop = threading.Event()
-    feeder = threading.Thread(target=_feed, args=(m, stop), daemon=True)
-    feeder.start()
-    exporter, _ = start_http_server(0, addr="127.0.0.1", registry=registry)
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("prometheus")
-    config = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {
-                "job_name": METRICS_JOB,
-                "static_configs": [
-                    {"targets": [f"127.0.0.1:{exporter.server_port}"], "labels": {"namespace": NAMESPACE}}
-                ],
-            }
-        ],
-    }
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    with open(workdir / "prometheus.log", "w") as log:
-        proc = subprocess.Popen(
-            [
-                str(prom_tools.prometheus),
-                f"--config.file={workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--storage.tsdb.retention.time=1h",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # ready, and at least 4 scrapes in: enough samples for rate() over 1m
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"prometheus exited with {proc.returncode}:\n{(workdir / 'prometheus.log').read_text()}"
-                )
-            try:
-                ready = httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                ready = False
-            if ready:
-                result = query(base, f'count_over_time(up{{job="{METRICS_JOB}"}}[1m])')
-                if result and float(result[0]["value"][1]) >= 4:
-                    break
-            if time.monotonic() > deadline:
-                log_text = (workdir / "prometheus.log").read_text()
-                pytest.fail(f"prometheus did not scrape the exporter in 60s:\n{log_text}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        stop.set()
-        feeder.join(timeout=5)
-        exporter.shutdown()
-        exporter.server_close()
-
-
-def query(base: str, expr: str) -> list[dict[str, Any]]:
-    """``/api/v1/query``: the result vector; fails the test on a PromQL error."""
-    r = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=10)
-    body = r.json()
-    assert r.status_code == 200 and body["status"] == "success", f"{expr}\n{body}"
-    assert body["data"]["resultType"] in ("vector", "scalar"), body
-    return body["data"]["result"]
-
-
-def test_every_dashboard_panel_returns_data(
-    rendered: dict[str, list[dict[str, Any]]], prometheus: str
-) -> None:
-    checked = 0
-    for name, board in dashboards(rendered["monitoring"]).items():
-        for p in panels(board):
-            for target in p.get("targets", []):
-                expr = _grafana_to_promql(target["expr"])
-                result = query(prometheus, expr)
-                assert result, f"{name}: panel {p['title']!r} returned no data: {expr}"
-                values = [float(s["value"][1]) for s in result]
-                assert any(math.isfinite(v) for v in values), (
-                    f"{name}: {p['title']!r} has no finite value: {expr}"
-                )
-                legend = target.get("legendFormat", "")
-                for label in re.findall(r"\{\{\s*(\w+)\s*\}\}", legend):
-                    assert all(label in s["metric"] for s in result), f"{p['title']!r}: no label {label!r}"
-                checked += 1
-        for variable in board["templating"]["list"]:
-            if variable["type"] != "query":
-                continue
-            selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["definition"]).groups()
-            result = query(prometheus, _grafana_to_promql(selector))
-            assert result and all(label in s["metric"] for s in result), variable["name"]
-    assert checked >= 15
-
-
-def test_alert_expressions_evaluate(rendered: dict[str, list[dict[str, Any]]], prometheus: str) -> None:
-    rules = {
-        r["alert"]: r["expr"]
-        for g in one(rendered["monitoring"], "PrometheusRule")["spec"]["groups"]
-        for r in g["rules"]
-    }
-    results = {alert: query(prometheus, expr) for alert, expr in rules.items()}
-    # the exporter is up and its series carry the labels the rules select on
-    assert results["AtlasRunOperatorDown"] == []
-    assert [s["metric"]["run"] for s in results["AtlasRunBlocked"]] == ["sweep-c"]
-    # 3 of every 7 fed work items error: above the 0.2 threshold for both models of sweep-a
-    assert {(s["metric"]["run"], s["metric"]["model"]) for s in results["AtlasRunTaskErrorRatioHigh"]} == {
-        ("sweep-a", "gpt-4o"),
-        ("sweep-a", "claude-sonnet"),
-    }
-    assert query(
-        prometheus, rules["AtlasRunOperatorDown"].replace(METRICS_JOB, "elsewhere")
-    )  # absent() fires
+# Monitoring (ServiceMonitor, PrometheusRule, dashboards): tests/test_metrics_chart.py and
+# tests/cluster/test_metrics_operator.py.
 
 
 # ---------------------------------------------------------------- installed on a real API server
@@ -1118,8 +696,19 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
     (c,) = deployment["spec"]["template"]["spec"]["containers"]
     health, metrics_port = free_port(), free_port()
     args = [a.replace("0.0.0.0:8081", f"127.0.0.1:{health}") for a in c["args"]]
+    from_configmaps = {  # envFrom, as the kubelet resolves it (env wins): the installed policy ConfigMap
+        key: value
+        for source in c.get("envFrom") or []
+        for key, value in api.get(
+            f"/api/v1/namespaces/{NAMESPACE}/configmaps/{source['configMapRef']['name']}"
+        )
+        .json()["data"]
+        .items()
+    }
+    assert "ATLASRUN_POLICY" in from_configmaps
     env = {
         **os.environ,
+        **from_configmaps,
         **{e["name"]: e["value"] for e in c["env"]},
         "ATLAS_METRICS_PORT": str(metrics_port),
         "ATLAS_RECONCILE_INTERVAL": "1",
@@ -1193,7 +782,7 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
         )
         assert events
         metrics_text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-        assert 'atlasrun_runs{phase="Blocked",run="unpinned"} 1.0' in metrics_text
+        assert 'atlasrun_run_phase{namespace="evals",phase="Blocked",run="unpinned"} 1.0' in metrics_text
     finally:
         operator.terminate()
         try:

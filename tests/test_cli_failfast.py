@@ -56,6 +56,7 @@ def test_missing_key_variable_stops_before_any_call(tmp_path: Path) -> None:
     assert provider.requests == [] and not (tmp_path / "out" / "results.jsonl").exists()
 
 
+@pytest.mark.heavy
 def test_provider_key_variable_and_unroutable_model_are_named(tmp_path: Path) -> None:
     proc = atlas(
         "run",
@@ -79,6 +80,7 @@ def test_provider_key_variable_and_unroutable_model_are_named(tmp_path: Path) ->
     "status,expect",
     [(401, "the key was refused"), (404, "does not know this model"), (400, "refused the request")],
 )
+@pytest.mark.heavy
 def test_preflight_call_is_not_retried_on_auth_model_or_request_errors(
     tmp_path: Path, status: int, expect: str
 ) -> None:
@@ -162,6 +164,7 @@ def test_exit_codes_fail_under_and_junit(tmp_path: Path, data_dir: Path) -> None
     assert cases[("replay", "sum-again")].find("failure") is None
 
 
+@pytest.mark.heavy
 def test_preflight_never_prints_the_key_a_provider_echoes(tmp_path: Path) -> None:
     key = "sk-preflight-SENTINEL-7f3a9c"
 

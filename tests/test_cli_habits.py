@@ -18,6 +18,7 @@ from test_cli import atlas
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.heavy
 def test_version_and_an_example_in_every_commands_help() -> None:
     from atlasrun import __version__
 

@@ -188,6 +188,7 @@ def test_no_tool_call_only_proposes_when_the_evidence_is_ambiguous() -> None:
     assert detect(NO_CALLS, task_needs_tools=True)[0].certain
 
 
+@pytest.mark.heavy
 async def test_ambiguous_no_tool_call_does_not_force_the_judge() -> None:
     record = result(transcript([], answer="I cannot access the data, so I can't help."))
     with scripted(judge_reply("early_termination")) as p:
@@ -497,6 +498,7 @@ def test_atlas_diagnose_deterministic_end_to_end_and_resume(tmp_path: Path) -> N
     assert json.loads((out / "diagnosis_summary.json").read_text())["models"][0]["failing"] == 2
 
 
+@pytest.mark.heavy
 def test_atlas_diagnose_with_an_llm_judge_resumes_failed_diagnoses(tmp_path: Path) -> None:
     out = build_results(tmp_path / "out")
     with scripted("not json") as bad:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fuzz.fuzz_validate import FORMATS, fuzz
 
 
+@pytest.mark.heavy
 def test_500_mutated_task_and_run_files_give_clear_errors_only() -> None:
     report = fuzz(cases=500, seed=20261123)
     summary = "\n".join(report.lines())

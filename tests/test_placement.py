@@ -16,6 +16,7 @@ from atlasrun.cluster.placement import (
 )
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import Placement, RunSpecBody
+from atlasrun.servers.catalog import ServerSpec
 
 
 def pod() -> dict[str, Any]:
@@ -101,3 +102,107 @@ def test_chart_defaults_from_env() -> None:
     assert chart_defaults({}) == Placement()
     with pytest.raises(InputError, match=DEFAULTS_ENV):
         chart_defaults({DEFAULTS_ENV: '{"hostNetwork": true}'})
+
+
+def test_render_job_layers_chart_run_and_model_placement_and_kueue() -> None:
+    from atlasrun.cluster.contract import TasksRef, WorkUnit
+    from atlasrun.cluster.manifests import render_job
+
+    body = RunSpecBody.model_validate(
+        {
+            "tasks": {"configMap": "t"},
+            "models": [
+                {
+                    "name": "big",
+                    "placement": {
+                        "nodeSelector": {"gpu": "yes"},
+                        "runnerResources": {"limits": {"cpu": "4"}},
+                    },
+                },
+                {"name": "small"},
+            ],
+            "cluster": {
+                "queueName": "team-a",
+                "placement": {
+                    "nodeSelector": {"pool": "eval"},
+                    "tolerations": [{"key": "eval", "operator": "Exists", "effect": "NoSchedule"}],
+                    "priorityClassName": "low",
+                },
+            },
+        }
+    )
+    chart = Placement.model_validate(
+        {
+            "priorityClassName": "batch",
+            "affinity": {"nodeAffinity": {}},
+            "sidecarResources": {"requests": {"cpu": "50m"}},
+        }
+    )
+    unit = WorkUnit(
+        run="r",
+        model="big",
+        chunk=0,
+        items=[("t1", 0)],
+        tasks=TasksRef(sha256="0" * 64, uri="s3://b/t"),
+        results_uri="",
+    )
+    server = ServerSpec(name="calc", command="calc", image="ghcr.io/x/calc@sha256:" + "a" * 64, port=9000)
+
+    def render(model: int) -> dict[str, Any]:
+        return render_job(
+            "r",
+            "uid",
+            "ns",
+            body,
+            body.models[model],
+            unit,
+            [server],
+            runner_image="ghcr.io/x/runner@sha256:" + "b" * 64,
+            spec_configmap="cm",
+            s3_secret=None,
+            s3_endpoint=None,
+            placement=chart,
+        )
+
+    big, small = render(0)["spec"], render(1)["spec"]
+    pod = big["template"]["spec"]
+    assert pod["nodeSelector"] == {"gpu": "yes"}  # the model's
+    assert pod["priorityClassName"] == "low"  # the run's over the chart's
+    assert pod["affinity"] == {"nodeAffinity": {}}  # the chart's
+    assert pod["tolerations"][0]["key"] == "eval"
+    runner = next(c for c in pod["containers"] if c["name"] == "runner")
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == "mcp-calc")
+    assert runner["resources"] == {"limits": {"cpu": "4"}} and sidecar["resources"] == {
+        "requests": {"cpu": "50m"}
+    }
+    assert small["template"]["spec"]["nodeSelector"] == {"pool": "eval"}
+    assert small["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "250m"  # built-in
+    assert big["suspend"] is True and render(0)["metadata"]["labels"][LABEL_QUEUE] == "team-a"
+
+
+def test_with_kueue_the_operator_never_unsuspends_a_job() -> None:
+    """Kueue unsuspends a Job when it admits its Workload; the operator must not bypass the quota."""
+    from atlasrun.cluster.contract import TasksRef
+    from atlasrun.cluster.reconcile import JobObs, PlannedTask, Snapshot, TasksObs, decide
+
+    def snapshot(queue: str | None) -> Snapshot:
+        spec = {"tasks": {"configMap": "t"}, "models": [{"name": "m"}], "cluster": {"itemsPerJob": 2}}
+        if queue:
+            spec["cluster"]["queueName"] = queue  # type: ignore[index]
+        tasks = TasksObs(
+            pin=TasksRef(sha256="0" * 64, uri="s3://b/t"), runnable=(PlannedTask("a"), PlannedTask("b"))
+        )
+        job = JobObs(name="m-c0", model="m", chunk=0, completions=2, parallelism=2, suspended=True)
+        return Snapshot(
+            name="r",
+            uid="u",
+            generation=1,
+            body=RunSpecBody.model_validate(spec),
+            status={},
+            now="2026-01-01T00:00:00Z",
+            tasks=tasks,
+            jobs=(job,),
+        )
+
+    assert decide(snapshot(None)).resume == ["m-c0"]
+    assert decide(snapshot("team-a")).resume == []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from atlasrun.cluster.policy import ENV_VAR, Policy, check
+from atlasrun.cluster.policy import ENV_VAR, Policy, blocked, check
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 
@@ -75,3 +75,69 @@ def test_policy_from_env_uses_chart_value_names() -> None:
     assert Policy.from_env({}) == Policy()
     with pytest.raises(InputError, match=ENV_VAR):
         Policy.from_env({ENV_VAR: '{"allowHostPath": true}'})
+
+
+def test_reasons_and_blocked_condition_name_the_field() -> None:
+    spec = body(
+        models=[{"name": "a", "apiBase": "https://evil.example/v1"}],
+        cluster={"dataVolume": {"hostPath": {"path": "/"}}, "allowUnpinnedImages": True},
+    )
+    violations = check(spec, Policy(allowed_api_hosts=["*.openai.azure.com"]))
+    assert [v.reason for v in violations] == [
+        "VolumeTypeNotAllowed",
+        "ApiHostNotAllowed",
+        "UnpinnedImageNotAllowed",
+    ]
+    reason, message = blocked(violations) or ("", "")
+    assert reason == "VolumeTypeNotAllowed"
+    for field in (
+        "spec.cluster.dataVolume.hostPath",
+        "spec.models[0].apiBase",
+        "spec.cluster.allowUnpinnedImages",
+    ):
+        assert field in message
+    assert blocked([]) is None
+
+
+def test_unpinned_images_without_the_opt_out_are_left_to_the_operators_pin_check() -> None:
+    # Blocked/UnpinnedImage (observe) already refuses them; the policy only rules on the opt-out.
+    assert check(body(cluster={"runnerImage": "runner:latest"}), Policy()) == []
+
+
+def test_observe_blocks_a_violating_run_before_any_api_call() -> None:
+    from atlasrun.cluster.observe import Observer, Settings
+    from atlasrun.cluster.reconcile import decide
+
+    run = {
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u1", "generation": 1},
+        "spec": {
+            "tasks": {"configMap": "t"},
+            "models": [{"name": "m", "apiBase": "https://api.elsewhere.example/v1"}],
+            "cluster": {"runnerImage": PINNED, "dataVolume": {"hostPath": {"path": "/etc"}}},
+        },
+    }
+    policy = Policy(allowed_api_hosts=["api.openai.com"])
+    observer = Observer(settings=Settings(policy=policy))
+    snapshot, _ = observer.snapshot(run)
+    d = decide(snapshot)
+    assert d.phase == "Blocked"
+    blocked_condition = next(c for c in d.status["conditions"] if c["type"] == "Blocked")
+    assert (blocked_condition["status"], blocked_condition["reason"]) == ("True", "VolumeTypeNotAllowed")
+    [(kind, reason, message)] = d.events
+    assert (kind, reason) == ("Warning", "VolumeTypeNotAllowed")
+    assert "spec.cluster.dataVolume.hostPath" in message and "spec.models[0].apiBase" in message
+
+
+def test_namespace_api_hosts_replace_the_cluster_list_there() -> None:
+    spec = body(models=[{"name": "a", "apiBase": "https://llm.team-a.internal/v1"}])
+    policy = Policy(
+        allowed_api_hosts=["api.openai.com"], namespace_api_hosts={"team-a": ["*.team-a.internal"]}
+    )
+    assert check(spec, policy, "team-a") == []
+    [violation] = check(spec, policy, "team-b")
+    assert violation.reason == "ApiHostNotAllowed" and "api.openai.com" in violation.message
+    [violation] = check(spec, Policy(namespace_api_hosts={"sandbox": []}), "sandbox")
+    assert "in namespace sandbox" in violation.message and "allowed: none" in violation.message
+    assert Policy.from_env(
+        {ENV_VAR: json.dumps({"namespaceApiHosts": {"x": ["h"]}})}
+    ).namespace_api_hosts == {"x": ["h"]}

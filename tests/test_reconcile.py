@@ -13,6 +13,7 @@ from atlasrun.cluster.reconcile import (
     Decision,
     JobObs,
     PlannedTask,
+    Record,
     Snapshot,
     TasksObs,
     budgets,
@@ -22,6 +23,7 @@ from atlasrun.cluster.reconcile import (
     plan_chunks,
     record,
 )
+from atlasrun.cluster.records import TaskSummary
 from atlasrun.runspec.run import RunSpecBody
 
 SHA = "ab" * 32
@@ -67,6 +69,11 @@ def applied(status: dict[str, Any], d: Decision) -> dict[str, Any]:
 
 def scored(passed: bool = True, coverage: float = 1.0) -> dict[str, Any]:
     return {"status": "scored", "passed": passed, "coverage": coverage, "wall_s": 1.5}
+
+
+def outcome_of(summary: dict[str, Any], model: str, failed: bool) -> Record:
+    """The record of an attempt whose termination message is ``summary``."""
+    return record(TaskSummary.model_validate(summary), model, failed)
 
 
 def job(model: str, chunk: int, size: int = 2, **kw: Any) -> JobObs:
@@ -152,7 +159,9 @@ def test_live_jobs_are_not_created_again_and_spare_room_starts_the_next_chunk() 
 
 def test_finished_job_is_counted_once_then_deleted() -> None:
     status = applied({}, decide(snap(body(), tasks(2), jobs=())))
-    done = finished("a", 0, {0: record(scored(), "a", False), 1: record(scored(False, 0.5), "a", False)})
+    done = finished(
+        "a", 0, {0: outcome_of(scored(), "a", False), 1: outcome_of(scored(False, 0.5), "a", False)}
+    )
     d = decide(snap(body(), tasks(2), status, jobs=(done, job("b", 0, active=1))))
     a = d.status["models"]["a"]
     assert (a["scored"], a["passed"], a["failed"], a["passRate"], a["meanCoverage"]) == (2, 1, 1, 0.5, 0.75)
@@ -169,7 +178,7 @@ def test_an_index_without_outcome_is_an_error_never_a_score() -> None:
     whole_job_failed = dataclasses.replace(
         job("a", 0),
         finished=True,
-        outcomes={0: record(scored(), "a", False)},
+        outcomes={0: outcome_of(scored(), "a", False)},
         failure="DeadlineExceeded: too slow",
     )
     d = decide(snap(body(), tasks(2), status, jobs=(whole_job_failed,)))
@@ -198,7 +207,7 @@ def test_unreadable_outcomes_wait_and_block_on_the_object_store() -> None:
 def _all_done(b: RunSpecBody, outcome: dict[str, Any], n: int = 2) -> Decision:
     status = applied({}, decide(snap(b, tasks(n))))
     jobs = tuple(
-        finished(m, 0, {i: record(outcome, m, outcome["status"] == "error") for i in range(n)}, size=n)
+        finished(m, 0, {i: outcome_of(outcome, m, outcome["status"] == "error") for i in range(n)}, size=n)
         for m in ("a", "b")
     )
     return decide(snap(b, tasks(n), status, jobs=jobs, now="2026-01-01T00:05:00Z"))
@@ -233,7 +242,7 @@ def test_error_rate_above_max_error_rate_fails(limit: float | None, phase: str) 
     jobs = []
     for m in ("a", "b"):
         for c in range(2):
-            items = {i: record(outcomes[(c * 2 + i) % 3], m, False) for i in range(2 if c == 0 else 1)}
+            items = {i: outcome_of(outcomes[(c * 2 + i) % 3], m, False) for i in range(2 if c == 0 else 1)}
             jobs.append(finished(m, c, items, size=len(items)))
     d = decide(snap(b, tasks(3), status, jobs=tuple(jobs)))
     assert d.phase == phase, d.status["conditions"]
@@ -373,6 +382,17 @@ def test_waiting_pods_name_their_reason() -> None:
     )
 
 
+def test_a_run_whose_tasks_are_all_excluded_fails_with_a_reason() -> None:
+    excluded = TasksObs(pin=PIN, excluded=(("t0", "needs server(s) not enabled: git"), ("t1", "rejected: x")))
+    d = decide(snap(body(), excluded))
+    assert d.phase == "Failed" and d.status["progress"] == "0/0"
+    failed = condition(d.status, "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "NoRunnableTasks")
+    assert "all 2 task(s) are excluded" in failed["message"] and "t0" in failed["message"]
+    assert condition(d.status, "Complete")["status"] == "False"
+    assert ("Warning", "NoRunnableTasks") in {(k, r) for k, r, _ in d.events}
+
+
 # ---------------------------------------------------------------- several items per pod
 
 
@@ -390,7 +410,7 @@ def test_items_per_pod_counts_pods_for_jobs_and_budgets_items_for_progress() -> 
     assert (a["total"], a["running"], a["pending"]) == (10, 2, 5)  # 3 items done, 2 running
     assert [(c.model, c.index, w) for c, w in d.create] == [("a", 1, 2)]  # the 2 free pods of a's budget
     # The finished Job: outcomes by item position (index 1 -> positions 2 and 3).
-    outcomes = {p: record(scored(p != 3), "a", False) for p in range(5)}
+    outcomes = {p: outcome_of(scored(p != 3), "a", False) for p in range(5)}
     done = dataclasses.replace(
         live, completed=frozenset({0, 1, 2}), active=0, finished=True, outcomes=outcomes
     )

@@ -10,9 +10,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from atlasrun.cluster import usage
+from atlasrun.cluster.contract import ENV_WORK_UNIT, EXIT_RETRY, Phase, TasksRef, WorkUnit
 from atlasrun.cluster.images import servers_used
-from atlasrun.cluster.metrics import Metrics, task_finished
-from atlasrun.cluster.reconcile import JobState, record_from_job
+from atlasrun.cluster.metrics import Metrics
+from atlasrun.cluster.reconcile import decide
+from atlasrun.cluster.reconcile import record as reconcile_record
+from atlasrun.cluster.records import RunStatus, TaskSummary, read_summary, status_dump
 from atlasrun.diagnostics.model import Diagnosis
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import JudgeInfo
@@ -142,25 +146,19 @@ def test_metrics_count_errors_by_the_typed_kind() -> None:
     """A judge failure is counted as ``judge`` (it was ``other`` when kinds were read from reasons)."""
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    job = JobState(
-        name="j",
-        active=False,
-        succeeded=True,
-        failed=False,
-        summary={"status": "error", "error_kind": "judge", "reason": "judge failed"},
+    record = reconcile_record(
+        TaskSummary(status="error", error_kind="judge", reason="judge failed"), "m", failed=False
     )
-    record = record_from_job(job, "m")
-    assert record is not None and record["k"] == "judge"
-    task_finished("run", record, metrics)
-    lost = record_from_job(
-        JobState(name="k", active=False, succeeded=False, failed=True, failure_reason="BackoffLimitExceeded"),
-        "m",
+    assert record["k"] == "judge"
+    lost = reconcile_record(None, "m", failed=True, failure="BackoffLimitExceeded")
+    assert lost["k"] == "job_failed"
+    spent = usage.fold(usage.fold(None, record), lost)  # as the run's status folds them
+    metrics.run_seen(
+        {"metadata": {"namespace": "ns", "name": "run"}, "status": {"models": {"m": {"usage": spent}}}}
     )
-    assert lost is not None
-    task_finished("run", lost, metrics)
     for kind in ("judge", "job_failed"):
-        labels = {"run": "run", "model": "m", "kind": kind}
-        assert registry.get_sample_value("atlasrun_task_errors_total", labels) == 1.0
+        labels = {"namespace": "ns", "run": "run", "model": "m", "kind": kind}
+        assert registry.get_sample_value("atlasrun_item_errors_total", labels) == 1.0
 
 
 # --- per-task names -----------------------------------------------------------------------------
@@ -278,3 +276,80 @@ def test_previous_unversioned_summary_and_diagnoses_still_load(tmp_path: Path) -
     old_line = {k: v for k, v in json.loads(diagnosis.model_dump_json()).items() if k != "schema_version"}
     (tmp_path / "diagnoses.jsonl").write_text(json.dumps(old_line) + "\n")
     assert DiagnosesLog(tmp_path).load() == {diagnosis.key: diagnosis}
+
+
+# --- cluster records: termination message, work unit, AtlasRun status ------------------------
+
+
+def test_termination_summary_round_trips_and_reads_the_previous_shape() -> None:
+    result = errored(ErrorKind.PROVIDER).model_copy(update={"tool_calls": 2, "wall_s": 1.23456})
+    summary = TaskSummary.of_result(result, "s3://b/r/x.json", EXIT_RETRY)
+    message = json.dumps(summary.to_message())
+    assert read_summary(message, "pod p") == summary and summary.schema_version == CURRENT_VERSION
+    assert summary.infra is True and summary.wall_s == 1.235
+    unversioned = {k: v for k, v in summary.to_message().items() if k != "schema_version"}
+    assert read_summary(json.dumps(unversioned), "pod p") == summary  # written by an older runner
+    assert read_summary("not json", "pod p") is None and read_summary('{"other": 1}', "pod p") is None
+    # a newer runner's message is not dropped: the outcome is an error naming the version
+    newer = read_summary(json.dumps({**summary.to_message(), "schema_version": 9}), "pod p")
+    assert newer is not None and newer.status == "error" and newer.error_kind == "harness"
+    assert newer.reason and "pod p: termination message has schema_version 9" in newer.reason
+
+
+def test_work_unit_round_trips_and_refuses_an_unknown_version() -> None:
+    unit = WorkUnit(
+        run="r",
+        model="m",
+        chunk=0,
+        items=[("t", 0)],
+        tasks=TasksRef(sha256="a" * 64, uri="s3://b/t"),
+        results_uri="s3://b/r/",
+    )
+    assert WorkUnit.from_json(unit.to_env(), ENV_WORK_UNIT) == unit
+    previous = {**json.loads(unit.to_env()), "schema_version": 1}  # the version before this one
+    assert WorkUnit.from_json(json.dumps(previous), ENV_WORK_UNIT) == unit
+    with pytest.raises(RecordVersionError, match=f"{ENV_WORK_UNIT}: work unit has schema_version 3"):
+        WorkUnit.from_json(json.dumps({**previous, "schema_version": 3}), ENV_WORK_UNIT)
+
+
+def test_run_status_is_written_through_the_model_and_read_back() -> None:
+    written = status_dump(
+        {
+            "phase": Phase.RUNNING,
+            "progress": "1/2",
+            "models": {"m": {"total": 2, "scored": 1, "passed": 1, "passRate": 1.0}},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Running",
+                    "lastTransitionTime": "2026-11-25T19:00:00Z",
+                }
+            ],
+        }
+    )
+    assert written["schemaVersion"] == CURRENT_VERSION and written["phase"] == "Running"
+    assert written["conditions"][0]["lastTransitionTime"] == "2026-11-25T19:00:00Z"  # unchanged: no re-patch
+    assert "kopf" not in written and "running" not in written  # only what the operator set
+    read = RunStatus.from_data(written, "AtlasRun ns/r")
+    assert (
+        read.models["m"].pass_rate == 1.0
+        and status_dump(read.model_dump(by_alias=True, exclude_unset=True)) == written
+    )
+    older = {k: v for k, v in written.items() if k != "schemaVersion"}  # before status was versioned
+    assert RunStatus.from_data(older, "AtlasRun ns/r").phase == Phase.RUNNING
+    with pytest.raises(RecordVersionError, match="AtlasRun ns/r: AtlasRun status has schema_version 5"):
+        RunStatus.from_data({**written, "schemaVersion": 5}, "AtlasRun ns/r")
+    with pytest.raises(ValueError, match="passRates"):  # an undeclared key would be pruned: refused
+        status_dump({"phase": "Running", "models": {"m": {"passRates": 1}}})
+
+
+def test_every_decision_status_is_a_valid_run_status() -> None:
+    """``reconcile.decide`` writes its status through ``records.status_dump`` (the CRD's model)."""
+    from test_reconcile import applied, body, snap, tasks
+
+    first = decide(snap(body(), tasks(3)))
+    assert first.status["schemaVersion"] == CURRENT_VERSION
+    assert RunStatus.from_data(first.status, "decision").phase == first.phase == Phase.RUNNING
+    again = decide(snap(body(), tasks(3), status=applied({}, first)))  # nothing changed: no write
+    assert again.status_patch == {}

@@ -395,6 +395,7 @@ def test_report_command(tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFix
     assert not (tmp_path / "empty" / "report.html").exists()
 
 
+@pytest.mark.heavy
 def test_a_thousand_task_run_stays_small(tmp_path: Path) -> None:
     store = ResultsDir(tmp_path)
     big = "x" * 6_000

@@ -158,6 +158,7 @@ def pod_env(
         "transport": "http",
         "url": "http://127.0.0.1:{port}/mcp",
         "port": port,
+        "image": "registry.local/calculator@sha256:" + "0" * 64,  # a sidecar: the pod's servers have images
         "stateful": False,
     }
     run_file = write_run(
@@ -367,7 +368,13 @@ def test_needed_server_without_port_is_bad_input(tmp_path: Path, s3: S3Server) -
         env = pod_env(tmp_path, s3, provider, free_port())
         run_file = Path(env["ATLAS_RUN_SPEC"])
         spec = yaml.safe_load(run_file.read_text())
-        spec["spec"]["servers"]["inline"] = [{"name": "calculator", "command": "mcp-server-calculator"}]
+        spec["spec"]["servers"]["inline"] = [
+            {
+                "name": "calculator",
+                "command": "mcp-server-calculator",
+                "image": "calculator@sha256:" + "0" * 64,
+            }
+        ]
         run_file.write_text(yaml.safe_dump(spec))
         proc = run_task(env)
     assert proc.returncode == 2 and "server 'calculator' has no 'port'" in proc.stderr

@@ -4,9 +4,11 @@ One subpackage per stage, layered along the data flow. A module imports only fro
 own layer or lower ones (the import-linter contract in pyproject.toml, checked by
 ``lint-imports`` in ``make check``), low to high:
 
-1. ``errors``, ``naming``, ``redact``, ``flags``: user-facing errors; the ``{server}_{tool}``
-   convention; secret masking at every write; CLI flags that error messages name
-2. ``tasks``, ``provider``: task files; LLM calls through litellm with the retry policy
+1. ``errors``, ``naming``, ``redact``, ``flags``, ``http1``: user-facing errors; the ``{server}_{tool}``
+   convention; secret masking at every write; CLI flags that error messages name; a minimal
+   keep-alive HTTP/1.1 client (the provider's direct path)
+2. ``tasks``, ``provider``: task files; LLM calls through litellm (or direct, for models litellm
+   does not know at an OpenAI-compatible endpoint) with the retry policy
 3. ``servers``: catalog, installer, server instances, the per-task tool surface
 4. ``runspec``: the run spec (the same schema as the ``AtlasRun`` resource)
 5. ``agent``: Agent protocol, litellm and replay agents, transcripts

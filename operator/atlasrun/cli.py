@@ -30,7 +30,9 @@ def _is_run_file(path: Path) -> bool:
         doc = load_yaml(decode(path.read_bytes(), str(path)), str(path))
     except (OSError, InputError):
         return False
-    return isinstance(doc, dict) and (doc.get("kind") == "AtlasRun" or "spec" in doc)
+    from atlasrun.runspec.run import KIND
+
+    return isinstance(doc, dict) and (doc.get("kind") == KIND or "spec" in doc)
 
 
 def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
@@ -144,14 +146,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
     """(errors, warnings, skipped) for a cluster run file: what can be checked without the cluster."""
     from atlasrun.agent.replay import BUILTIN_AGENTS
-    from atlasrun.cluster.images import servers_used, unpinned_images
+    from atlasrun.cluster.images import cluster_spec_problems, servers_used, unpinned_images
     from atlasrun.errors import did_you_mean
     from atlasrun.runner.plan import build_catalog
 
     body = spec.spec
     catalog = build_catalog(spec)
     known = set(catalog.by_name())
-    errors = [
+    errors = cluster_spec_problems(body)
+    errors += [
         f"spec.servers.enabled: unknown server {n!r}{did_you_mean(n, known)}"
         for n in body.servers.enabled or []
         if n not in known
@@ -376,21 +379,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from atlasrun.errors import AtlasError
+    from atlasrun.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, AtlasError
 
     try:
         return int(args.func(args))
     except AtlasError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except BrokenPipeError:  # `atlas ... | head`: the reader left; nothing more to say
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno() if sys.__stdout__ else 1)
-        return 0
+        return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted: finished results are kept; run the same command again to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -31,11 +31,9 @@ class ErrorKind(StrEnum):
     PROVIDER_TIMEOUT = "provider_timeout"  # the provider did not answer in time
     SERVER_START = "server_start"  # an MCP server did not start
     SERVER_TRANSPORT = "server_transport"  # an MCP server crashed or its connection failed mid-task
-    TOOL_TIMEOUT = "tool_timeout"  # a tool call timed out as an infrastructure fault
     JUDGE = "judge"  # the judge failed on some claims (the transcript is kept and rejudged)
     UNJUDGED = "unjudged"  # imported without scores: rescore it
     STORAGE = "storage"  # the result could not be stored
-    BUDGET = "budget"  # a run budget (cost, tokens) was spent
     INPUT = "input"  # bad input: task, run file, catalog
     SERVER_NOT_ENABLED = "server_not_enabled"  # excluded: the task needs servers the run does not enable
     NO_REFERENCE = "no_reference"  # excluded: the replay agent needs a reference answer the task lacks

@@ -78,8 +78,8 @@ ensure_etcd() {
     # apt itself serialises on its own lock; a second flock keeps two of our builds from racing it.
     flock 8
     command -v etcd >/dev/null 2>&1 && exit 0
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 update -qq >&2
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends etcd-server >&2
   ) 8>"$cache_root/.lock-apt"
   command -v etcd >/dev/null 2>&1 || die "etcd-server installed but no etcd on PATH"
   command -v etcd

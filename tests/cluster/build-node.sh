@@ -81,8 +81,8 @@ install_debs() {
   [ ${#need[@]} -eq 0 ] && return
   [ "$(id -u)" -eq 0 ] || die "missing Debian packages ${need[*]} and not root"
   ( flock 8
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2 ||
-      { apt-get update -qq >&2; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2; }
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${need[@]}" >&2 ||
+      { apt-get -o DPkg::Lock::Timeout=900 update -qq >&2; DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${need[@]}" >&2; }
   ) 8>"$cache_root/.lock-apt"
   # The Debian packages start their daemons; the tests run their own instances.
   systemctl disable --now docker-registry >/dev/null 2>&1 || true

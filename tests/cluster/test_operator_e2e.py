@@ -354,10 +354,10 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(
     finished = sum(
         float(line.rsplit(" ", 1)[1])
         for line in metrics_text.splitlines()
-        if line.startswith("atlasrun_tasks_total{") and 'run="sweep"' in line
+        if line.startswith("atlasrun_items_total{") and 'run="sweep"' in line
     )
     assert finished == 12
-    assert 'atlasrun_pass_rate{model="sharp",run="sweep"} 1.0' in metrics_text
+    assert f'atlasrun_pass_rate{{model="sharp",namespace="{namespace}",run="sweep"}} 1.0' in metrics_text
 
     # kubectl shows the printer columns; the secret never reached status or events.
     table = cp.kubectl("get", "atlasruns", "-n", namespace).stdout

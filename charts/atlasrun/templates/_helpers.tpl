@@ -105,6 +105,11 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
   resources: ["ciliumnetworkpolicies"]
   verbs: ["create", "get"]
 {{- end }}
+# Kueue (spec.cluster.queueName): why a queued Job waits, from its Workload; suspending a queued
+# run deactivates its Workloads (patch spec.active). Harmless without Kueue.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["get", "list", "patch"]
 # Events: the run's own (create); the Job controller's FailedCreate (list: quota refusals).
 - apiGroups: [""]
   resources: ["events"]
@@ -112,4 +117,9 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end }}
+
+{{/* Host shell patterns (policy.allowedApiHosts) as one anchored regular expression; none: "^$". */}}
+{{- define "atlasrun.hostRegex" -}}
+^({{ range $i, $p := . }}{{ if $i }}|{{ end }}{{ $p | lower | replace "." "\\." | replace "*" ".*" | replace "?" "." }}{{ end }})$
 {{- end }}

@@ -79,11 +79,13 @@ class LiteLLMAgent:
             except ProviderError as exc:
                 waiting[0] = False
                 record.error, record.retries, record.error_kind = str(exc), exc.retries, exc.kind
+                record.rate_limited = exc.rate_limited
                 transcript.stop_reason = "provider_timeout" if exc.timed_out else "provider_error"
                 transcript.notes.append(f"{PROVIDER_TIMEOUT_NOTE if exc.timed_out else PROVIDER_NOTE} {exc}")
                 return
             waiting[0] = False  # (left set when the task's timeout cancels the call)
             record.elapsed_s, record.retries = completion.elapsed_s, completion.retries
+            record.rate_limited = completion.rate_limited
             record.prompt_tokens, record.completion_tokens = (
                 completion.prompt_tokens,
                 completion.completion_tokens,

@@ -30,6 +30,7 @@ class ModelCallRecord(BaseModel):
     cost_usd: float = 0.0
     priced: bool = True  # False: no known price for the model (its cost is unknown, not 0)
     retries: int = 0
+    rate_limited: int = 0  # attempts answered with HTTP 429 (rate limited), retried or not
     error: str | None = None
     error_kind: ErrorKind | None = None  # set with ``error``: provider, provider_auth, ...
 

@@ -22,15 +22,17 @@ from functools import partial
 from typing import Any
 
 from atlasrun.cluster import metrics
-from atlasrun.cluster.contract import GROUP, PLURAL, VERSION, ChunkPlan, PlanRef, TasksRef, WorkUnit
-from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, ChunkPlan, PlanRef, TasksRef, WorkUnit
+from atlasrun.cluster.images import sidecar_servers
 from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
 from atlasrun.cluster.observe import Context, Settings, plans_uri
+from atlasrun.cluster.queueing import WorkloadReader
 from atlasrun.cluster.reconcile import Chunk, Decision
 from atlasrun.cluster.store import S3Results, parse_s3_uri, store_plan
 from atlasrun.errors import AtlasError
 from atlasrun.redact import scrub
 from atlasrun.runspec.run import API_VERSION
+from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.model import TaskLimits
 
 log = logging.getLogger("atlasrun.act")
@@ -61,6 +63,7 @@ class Actor:
         self._ensured: set[str] = set()  # run UIDs whose ConfigMap and policy exist
         self._plans: dict[tuple[str, str], PlanRef] = {}  # (plans URI, sha256) -> stored plan
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="act")
+        self._workloads: WorkloadReader | None = None  # Kueue, for queued runs only
 
     # ------------------------------------------------------------------ entry point
 
@@ -93,7 +96,10 @@ class Actor:
         patches: dict[str, dict[str, Any]] = {}
         for name, width in d.parallelism.items():
             patches.setdefault(name, {})["parallelism"] = width
-        for name in d.suspend:
+        queued = ctx.body is not None and ctx.body.cluster.queue_name
+        if queued and (d.suspend or ctx.reactivate):  # Kueue owns suspend: (de)activate Workloads
+            self._kueue_suspend(ctx, d.suspend)
+        for name in [] if queued else d.suspend:
             patches.setdefault(name, {})["suspend"] = True
         for name in d.resume:
             patches.setdefault(name, {})["suspend"] = False
@@ -102,12 +108,23 @@ class Actor:
         for kind, reason, message in d.events:
             self._event(ctx, kind, reason, message)
         for outcome in d.accounted:
-            metrics.task_finished(ctx.name, outcome)
-        if d.status_patch:
-            metrics.run_status(ctx.name, d.phase, d.status.get("models") or {})
+            metrics.item_counted(ctx.namespace, ctx.name, outcome)
         return result
 
     # ------------------------------------------------------------------ pieces
+
+    def _kueue_suspend(self, ctx: Context, jobs: list[str]) -> None:
+        """A queued run: deactivate its suspended Jobs' Workloads (Kueue evicts them and suspends
+        the Jobs) or reactivate those observed deactivated (Kueue admits them again)."""
+        from atlasrun.cluster.queueing import WorkloadReader, owned
+
+        if self._workloads is None:
+            self._workloads = WorkloadReader()
+        if jobs:
+            found = owned(self._workloads.list(ctx.namespace), jobs)
+            self._workloads.set_active(ctx.namespace, [str(w["metadata"]["name"]) for w in found], False)
+        if ctx.reactivate:
+            self._workloads.set_active(ctx.namespace, ctx.reactivate, True)
 
     def _upload(self, uri: str, data: bytes) -> None:
         from atlasrun.cluster.store import StoreError
@@ -173,7 +190,8 @@ class Actor:
             "data": {"run.yaml": yaml.safe_dump(run_file)},
         }
         self._ignore(409, lambda: self.core.create_namespaced_config_map(ctx.namespace, configmap))
-        servers = sorted({s for t in ctx.tasks.values() for s in self._servers(ctx, t.id)})
+        sidecars = sidecar_servers(ctx.body, ctx.catalog)
+        servers = sorted({s for t in ctx.tasks.values() for s in task_servers(t, sidecars).connect})
         policy = render_network_policy(
             ctx.name,
             ctx.namespace,
@@ -181,6 +199,7 @@ class Actor:
             ctx.body,
             [ctx.catalog.get(s) for s in servers],
             s3_endpoint=self.settings.s3_endpoint,
+            run_egress=self.settings.run_egress,
         )
         if policy and policy["kind"] == "NetworkPolicy":
             self._ignore(409, lambda: self.networking.create_namespaced_network_policy(ctx.namespace, policy))
@@ -194,26 +213,12 @@ class Actor:
             )
         self._ensured.add(ctx.uid)
 
-    @staticmethod
-    def _servers(ctx: Context, task_id: str) -> list[str]:
-        from atlasrun.servers.selection import enabled_servers, task_servers
-
-        assert ctx.body is not None and ctx.catalog is not None
-        by_name = ctx.catalog.by_name()
-        enabled = set(enabled_servers(ctx.body.servers.enabled, by_name))
-        return [
-            s
-            for s in task_servers(ctx.tasks[task_id], enabled).connect
-            if by_name.get(s) and ctx.catalog.get(s).image
-        ]
-
     def _render(
         self, ctx: Context, chunk: Chunk, width: int, d: Decision, plan: PlanRef | None
     ) -> dict[str, Any]:
         assert ctx.body is not None and ctx.catalog is not None and ctx.runner_image
         pin = TasksRef.model_validate(d.status["tasks"])
         unit = WorkUnit(
-            schema_version=2 if plan else 1,
             run=ctx.name,
             model=chunk.model,
             chunk=chunk.index,
@@ -239,6 +244,7 @@ class Actor:
             parallelism=width,
             tasks_configmap=ctx.source_configmap if pin.path else None,
             task_limits=longest_limits([ctx.tasks[t].limits for t, _ in chunk.items if t in ctx.tasks]),
+            placement=self.settings.placement,
         )
 
     def _event(self, ctx: Context, kind: str, reason: str, message: str) -> None:

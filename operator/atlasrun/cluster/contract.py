@@ -1,59 +1,76 @@
 """What the operator and the pods agree on, defined once: names, labels, env, exit codes, records.
 
-- API group/version/plural, phases, condition types and reasons (the AtlasRun status).
+Every other module imports these names from here (the run file's ``apiVersion`` itself is
+``runspec.run.API_VERSION``, which local runs check too):
+
+- API group/version/kind (re-exported from the run spec)/plural, phases and condition types (the AtlasRun status).
 - Labels and annotations on the run's objects.
+- The env vars the operator sets and the pod (runner or server sidecar) reads.
 - ``WorkUnit``: the pod's inputs, in the Job's env (``ATLAS_WORK_UNIT``), selected by the pod's
   completion index (``JOB_COMPLETION_INDEX``): index -> (task id, repeat) of one model. Version 1
   lists the chunk's items inline; version 2 names a ``ChunkPlan`` in object storage by reference
   (``PlanRef``: ``<prefix>/plans/<sha256>``), so a Job's size does not grow with its chunk.
 - The exit codes of ``atlas run-task``; the Job's podFailurePolicy keys on them.
-- ``parse_summary``: the runner's termination message (``TaskSummary`` dict, at most 4 KiB); a pod
-  running several items writes ``{"status": "batch", "exit_code", "items": [summary, ...]}``.
+- The records exchanged (termination message, status) are in ``records.py``; a pod running
+  several items writes ``{"status": "batch", "exit_code", "items": [summary, ...]}``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from enum import StrEnum
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from atlasrun.runspec.run import API_VERSION
+from atlasrun.runspec.run import KIND as KIND  # re-exported: the operator's names are all here
+from atlasrun.scoring.records import VersionedRecord
 
 GROUP, VERSION = API_VERSION.split("/")
 PLURAL = "atlasruns"
+SINGULAR = "atlasrun"
+
 
 # -- status
-PHASES = ("Pending", "Running", "Succeeded", "Failed", "Suspended", "Blocked")
+class Phase(StrEnum):
+    """``status.phase`` of an AtlasRun."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+    BLOCKED = "Blocked"
+
+
+PHASES = tuple(p.value for p in Phase)
 READY, PROGRESSING, COMPLETE, FAILED, BLOCKED = "Ready", "Progressing", "Complete", "Failed", "Blocked"
 CONDITION_TYPES = (READY, PROGRESSING, COMPLETE, FAILED, BLOCKED)
-BLOCKED_REASONS = (
-    "InvalidSpec",
-    "NoRunnerImage",
-    "UnpinnedImage",
-    "InvalidTasks",
-    "ObjectStoreUnavailable",
-    "Unschedulable",
-    "QuotaExceeded",
-    "ImagePullBackOff",
-)
 
 # -- labels and annotations
 LABEL_APP = "app.kubernetes.io/name"
 APP = "atlasrun"
-LABEL_RUN = "atlasrun.dev/run"
-LABEL_MODEL = "atlasrun.dev/model"
-LABEL_CHUNK = "atlasrun.dev/chunk"
+LABEL_RUN = f"{GROUP}/run"
+LABEL_MODEL = f"{GROUP}/model"
+LABEL_CHUNK = f"{GROUP}/chunk"
 LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
 LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
-ANNOTATION_MODEL = "atlasrun.dev/model"
+ANNOTATION_MODEL = f"{GROUP}/model"
 ANNOTATION_INDEX = "batch.kubernetes.io/job-completion-index"
+ANNOTATION_EGRESS = f"{GROUP}/egress"  # the run's destinations, on its network policy
+ANNOTATION_EGRESS_HOSTS = f"{GROUP}/egress-hosts"
+ANNOTATION_EGRESS_NOTE = f"{GROUP}/egress-note"
 
-# -- the pod
+# -- the pod: env vars the operator sets (manifests.py) and the pod reads
 RUNNER = "runner"
-ENV_WORK_UNIT = "ATLAS_WORK_UNIT"
-ENV_INDEX = "JOB_COMPLETION_INDEX"
+ENV_RUN_SPEC = "ATLAS_RUN_SPEC"  # the runner: the run file (mounted from the run's ConfigMap)
+ENV_WORK_UNIT = "ATLAS_WORK_UNIT"  # the runner: the Job's WorkUnit (JSON)
+ENV_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in an Indexed Job
+ENV_SERVER_NAME = "ATLAS_SERVER_NAME"  # a server sidecar (images/mcp-server/sidecar.py): its name
+ENV_SERVER_PORT = "ATLAS_SERVER_PORT"  # ... the port its streamable HTTP bridge listens on
+ENV_DATA_DIR = "ATLAS_DATA_DIR"  # ... the data mount ({data_dir})
 TERMINATION_LIMIT = 4000  # bytes; Kubernetes keeps at most 4096 per container
 
 # -- exit codes of `atlas run-task`
@@ -110,16 +127,18 @@ class ChunkPlan(BaseModel):
         return cls.model_validate_json(data)
 
 
-class WorkUnit(BaseModel):
+class WorkUnit(VersionedRecord):
     """One Indexed Job's inputs: completion index ``i`` runs item ``i`` of the chunk for ``model``
     (with ``per_pod`` > 1: items ``i*per_pod`` .. ``(i+1)*per_pod - 1``, in sequence, one pod).
 
-    ``items`` inline (version 1), or ``plan`` naming them in object storage (version 2; ``items``
-    is then empty and ``resolve`` returns the unit with them filled in)."""
+    The items are inline, or (``plan``) named in object storage: ``items`` is then empty and
+    ``resolve`` returns the unit with them filled in; both fields are optional additions, so
+    older units read unchanged. Versioned like every exchanged record: version 1
+    (``schema_version: 1``, the shape before records were versioned together) is read too; read
+    it with ``WorkUnit.from_json``."""
 
+    RECORD: ClassVar[str] = "work unit"
     model_config = ConfigDict(extra="ignore")
-
-    schema_version: int = 1
     run: str
     model: str
     chunk: int = Field(ge=0)
@@ -159,14 +178,3 @@ class WorkUnit(BaseModel):
 
     def to_env(self) -> str:
         return self.model_dump_json(exclude_defaults=False)
-
-
-def parse_summary(message: str | None) -> dict[str, Any] | None:
-    """The runner's termination message (JSON), or None if absent or not ours."""
-    if not message:
-        return None
-    try:
-        data = json.loads(message)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) and "status" in data else None

@@ -47,6 +47,28 @@ def servers_used(body: RunSpecBody, catalog: Catalog) -> list[ServerSpec]:
     return [table[n] for n in names if n in table]
 
 
+def sidecar_servers(body: RunSpecBody, catalog: Catalog) -> list[str]:
+    """The servers a cluster run's pods can have as sidecars: enabled, in the catalog (inline
+    entries included) and with an image. The one answer for the operator (which tasks run, which
+    sidecars a Job gets) and the pod (which servers its engine connects to): pass it as the
+    ``enabled`` of ``servers.selection.task_servers``."""
+    return [s.name for s in servers_used(body, catalog) if s.image]
+
+
+CATALOG_IN_CLUSTER = (
+    "spec.servers.catalog: a catalog file is read from the machine running `atlas run`; the operator "
+    "and the pods cannot read it. In a cluster run, define the servers in spec.servers.inline"
+)
+
+
+def cluster_spec_problems(body: RunSpecBody) -> list[str]:
+    """What a valid run file may hold but a cluster run cannot honour, one message per field.
+
+    The operator blocks such a run (InvalidSpec) before creating anything, ``atlas validate``
+    reports it, and the CRD refuses it (a CEL rule with the same message)."""
+    return [CATALOG_IN_CLUSTER] if body.servers.catalog else []
+
+
 def unpinned_images(body: RunSpecBody, catalog: Catalog, runner_image: str | None = None) -> list[str]:
     """One message per image the run uses that is not pinned by digest.
 

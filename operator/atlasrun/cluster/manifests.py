@@ -42,29 +42,34 @@ import math
 import re
 from collections import defaultdict
 from typing import Any
-from urllib.parse import urlsplit
 
 from atlasrun.cluster.contract import (
+    ANNOTATION_EGRESS,
+    ANNOTATION_EGRESS_HOSTS,
+    ANNOTATION_EGRESS_NOTE,
     ANNOTATION_MODEL,
     APP,
+    ENV_DATA_DIR,
+    ENV_RUN_SPEC,
+    ENV_SERVER_NAME,
+    ENV_SERVER_PORT,
     ENV_WORK_UNIT,
     EXIT_INPUT,
+    KIND,
     LABEL_APP,
     LABEL_CHUNK,
     LABEL_MODEL,
-    LABEL_QUEUE,
     LABEL_RUN,
     RUNNER,
     WorkUnit,
 )
-from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.egress import RunEgress, cilium_endpoints, declared_egress
+from atlasrun.cluster.egress import annotation as egress_annotation
+from atlasrun.cluster.placement import apply_job_placement, merged
 from atlasrun.errors import InputError
-from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, RunSpecBody
-from atlasrun.servers.catalog import Egress, ServerSpec
+from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, Placement, RunSpecBody
+from atlasrun.servers.catalog import ServerSpec
 from atlasrun.tasks.model import TaskLimits
-
-ANNOTATION_EGRESS_HOSTS = "atlasrun.dev/egress-hosts"
-ANNOTATION_EGRESS_NOTE = "atlasrun.dev/egress-note"
 
 SPEC_DIR = "/etc/atlasrun"
 RUN_FILE = "run.yaml"
@@ -224,9 +229,9 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
     port = server.port
     rendered = server.render({"port": str(port), "data_dir": body.data_mount, "scratch_dir": "/tmp"})
     env = [
-        _env("ATLAS_SERVER_NAME", server.name),
-        _env("ATLAS_SERVER_PORT", str(port)),
-        _env("ATLAS_DATA_DIR", body.data_mount),
+        _env(ENV_SERVER_NAME, server.name),
+        _env(ENV_SERVER_PORT, str(port)),
+        _env(ENV_DATA_DIR, body.data_mount),
     ]
     env += [_env(k, v) for k, v in sorted(rendered.env.items())]
     env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
@@ -283,20 +288,24 @@ def render_job(
     parallelism: int = 1,
     tasks_configmap: tuple[str, str] | None = None,
     task_limits: TaskLimits | None = None,
+    placement: Placement | None = None,
 ) -> dict[str, Any]:
     """The Indexed Job running one chunk of one model's items: completion index ``i`` runs
     item ``i`` of the unit in its own pod (the chunk's servers as native sidecars plus the runner).
 
     ``tasks_configmap`` (name, key): mount the user's task ConfigMap (when there is no object
     storage; ``unit.tasks.path`` points into it). ``task_limits``: the longest per-task limits
-    of the chunk, which lengthen the pods' deadline."""
+    of the chunk, which lengthen the pods' deadline. ``placement``: the chart's defaults
+    (``runPlacement``), under the run's ``spec.cluster.placement`` and the model's own (see
+    ``placement.py``); with ``spec.cluster.queueName`` the Job is created suspended with the
+    Kueue queue label, and Kueue unsuspends it once admitted."""
     _check_servers(servers)
     limits = body.limits.for_task(task_limits or TaskLimits())
     labels = work_labels(run_name, model.name, unit.chunk)
     annotations = {ANNOTATION_MODEL: model.name}
     data_mount = {"name": "data", "mountPath": body.data_mount}
     env = [
-        _env("ATLAS_RUN_SPEC", f"{SPEC_DIR}/{RUN_FILE}"),
+        _env(ENV_RUN_SPEC, f"{SPEC_DIR}/{RUN_FILE}"),
         _env(ENV_WORK_UNIT, unit.to_env()),
         _env("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
         _env("PYTHONDONTWRITEBYTECODE", "1"),
@@ -356,17 +365,14 @@ def render_job(
         "containers": [runner],
         "volumes": volumes,
     }
-    job_labels = dict(labels)
-    if body.cluster.queue_name:
-        job_labels[LABEL_QUEUE] = body.cluster.queue_name
     size = unit.indexes
-    return {
+    job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": job_name(run_name, run_uid, model.name, unit.chunk),
             "namespace": namespace,
-            "labels": job_labels,
+            "labels": dict(labels),
             "annotations": annotations,
             "ownerReferences": [owner_reference(run_name, run_uid)],
         },
@@ -395,30 +401,20 @@ def render_job(
             "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
         },
     }
+    effective = merged(placement, body.cluster.placement, model.placement)
+    return apply_job_placement(job, effective, body.cluster.queue_name)
 
 
 # ---------------------------------------------------------------- the network policy
 
 
-def _endpoint_egress(url: str) -> Egress:
-    parts = urlsplit(url if "://" in url else f"https://{url}")
-    if not parts.hostname:
-        raise InputError(f"cannot tell the host of {url!r}", where="S3 endpoint")
-    port = parts.port or (80 if parts.scheme == "http" else 443)
-    return Egress(hosts=[parts.hostname], ports=[port])
-
-
 def egress_targets(
     body: RunSpecBody, servers: list[ServerSpec], s3_endpoint: str | None = None
 ) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
-    """Declared egress of the run's models, judges and servers (and the S3 endpoint), as
-    ({cidr: ports}, {hostname: ports}). Hosts that are IP addresses become /32 or /128 CIDRs;
-    an entry without ports means 443."""
-    declared = [(f"spec.models[{m.name}].egress", m.egress) for m in body.models]
-    declared += [(f"spec.judges[{j.name}].egress", j.egress) for j in body.judges]
-    declared += [(f"server {s.name!r} egress", s.egress) for s in servers]
-    if s3_endpoint:
-        declared.append(("S3 endpoint", _endpoint_egress(s3_endpoint)))
+    """Every destination ``egress.declared_egress`` derives (models' and judges' declared egress
+    and apiBase hosts, servers' egress, the S3 endpoint), as ({cidr: ports}, {hostname: ports}).
+    Hosts that are IP addresses become /32 or /128 CIDRs; an entry without ports means 443."""
+    declared = declared_egress(body, servers, s3_endpoint)
     cidrs: dict[str, set[int]] = defaultdict(set)
     hosts: dict[str, set[int]] = defaultdict(set)
     for where, egress in declared:
@@ -463,25 +459,25 @@ def render_network_policy(
     servers: list[ServerSpec],
     *,
     s3_endpoint: str | None = None,
+    run_egress: RunEgress | None = None,
 ) -> dict[str, Any] | None:
     """The run's policy per ``spec.cluster.networkPolicy``: ``vanilla`` (NetworkPolicy),
     ``cilium`` (CiliumNetworkPolicy with toFQDNs) or ``none`` (None). Ingress is denied; egress
-    is allowed to DNS (UDP+TCP 53 to kube-dns) and the declared destinations only."""
+    is allowed to DNS (UDP+TCP 53 to ``run_egress.dns``, default kube-dns), the in-cluster object
+    store (``run_egress.objectStore``) and the destinations derived from the spec only; the
+    ``atlasrun.dev/egress`` annotation lists every derived destination with its ports."""
     mode = body.cluster.network_policy
     if mode == "none":
         return None
     cidrs, hosts = egress_targets(body, servers, s3_endpoint)
     metadata = _policy_metadata(run_name, namespace, run_uid)
+    metadata["annotations"] = {ANNOTATION_EGRESS: egress_annotation(cidrs, hosts)}
     selector = {"matchLabels": {LABEL_RUN: label_value(run_name)}}
+    run_egress = run_egress or RunEgress()
     if mode == "cilium":
-        return _cilium(metadata, selector, cidrs, hosts)
+        return _cilium(metadata, selector, cidrs, hosts, run_egress)
     dns = {
-        "to": [
-            {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-            }
-        ],
+        "to": copy.deepcopy(run_egress.dns),
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
     }
     egress = [dns] + [
@@ -491,14 +487,22 @@ def render_network_policy(
         }
         for group, ports in _grouped(cidrs)
     ]
+    store = run_egress.object_store
+    if store and store.to:
+        rule: dict[str, Any] = {"to": copy.deepcopy(store.to)}
+        if store.ports:
+            rule["ports"] = [{"protocol": "TCP", "port": p} for p in store.ports]
+        egress.append(rule)
     if hosts:
-        metadata["annotations"] = {
-            ANNOTATION_EGRESS_HOSTS: " ".join(
-                f"{h}:{','.join(map(str, sorted(p)))}" for h, p in sorted(hosts.items())
-            ),
-            ANNOTATION_EGRESS_NOTE: "a NetworkPolicy cannot match hostnames: these hosts are reachable only "
-            "through declared cidrs (or use spec.cluster.networkPolicy: cilium)",
-        }
+        metadata["annotations"].update(
+            {
+                ANNOTATION_EGRESS_HOSTS: " ".join(
+                    f"{h}:{','.join(map(str, sorted(p)))}" for h, p in sorted(hosts.items())
+                ),
+                ANNOTATION_EGRESS_NOTE: "a NetworkPolicy cannot match hostnames: these hosts are reachable "
+                "only through declared cidrs (or use spec.cluster.networkPolicy: cilium)",
+            }
+        )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -508,15 +512,17 @@ def render_network_policy(
 
 
 def _cilium(
-    metadata: dict[str, Any], selector: dict[str, Any], cidrs: dict[str, set[int]], hosts: dict[str, set[int]]
+    metadata: dict[str, Any],
+    selector: dict[str, Any],
+    cidrs: dict[str, set[int]],
+    hosts: dict[str, set[int]],
+    run_egress: RunEgress,
 ) -> dict[str, Any]:
     def to_ports(ports: list[int]) -> list[dict[str, Any]]:
         return [{"ports": [{"port": str(p), "protocol": "TCP"} for p in ports]}]
 
     dns = {
-        "toEndpoints": [
-            {"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}
-        ],
+        "toEndpoints": cilium_endpoints(run_egress.dns),
         "toPorts": [
             {
                 "ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
@@ -536,6 +542,12 @@ def _cilium(
         }
         for group, ports in _grouped(hosts)
     ]
+    store = run_egress.object_store
+    if store and store.to:
+        rule: dict[str, Any] = {"toEndpoints": cilium_endpoints(store.to)}
+        if store.ports:
+            rule["toPorts"] = to_ports(store.ports)
+        egress.append(rule)
     return {
         "apiVersion": "cilium.io/v2",
         "kind": "CiliumNetworkPolicy",

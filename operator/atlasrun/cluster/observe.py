@@ -38,10 +38,13 @@ from atlasrun.cluster.contract import (
     PlanRef,
     TasksRef,
     WorkUnit,
-    parse_summary,
 )
-from atlasrun.cluster.images import unpinned_images
+from atlasrun.cluster.egress import RunEgress, declared_egress
+from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
+from atlasrun.cluster.placement import chart_defaults
+from atlasrun.cluster.policy import Policy, blocked, check
+from atlasrun.cluster.queueing import WorkloadReader, inactive, pending
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
     JobObs,
@@ -52,11 +55,12 @@ from atlasrun.cluster.reconcile import (
     parse_ranges,
     record,
 )
+from atlasrun.cluster.records import TaskSummary, read_summary
 from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri, read_plan
 from atlasrun.errors import AtlasError, format_validation
-from atlasrun.runspec.run import RunSpecBody
+from atlasrun.runspec.run import Placement, RunSpecBody
 from atlasrun.servers.catalog import Catalog, load_catalog
-from atlasrun.servers.selection import enabled_servers, task_servers
+from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 
@@ -67,10 +71,21 @@ TASK_PREFIX = "tasks"
 class Settings:
     runner_image: str | None = None
     s3_endpoint: str | None = None
+    # The chart's policy ConfigMap (envFrom): tenancy policy, pod placement defaults, egress.
+    policy: Policy = field(default_factory=Policy)
+    placement: Placement = field(default_factory=Placement)
+    run_egress: RunEgress = field(default_factory=RunEgress)
 
     @classmethod
     def from_env(cls) -> Settings:
-        return cls(os.environ.get("ATLAS_RUNNER_IMAGE") or None, os.environ.get("ATLAS_S3_ENDPOINT") or None)
+        environ = dict(os.environ)
+        return cls(
+            environ.get("ATLAS_RUNNER_IMAGE") or None,
+            environ.get("ATLAS_S3_ENDPOINT") or None,
+            Policy.from_env(environ),
+            chart_defaults(environ),
+            RunEgress.from_env(environ),
+        )
 
 
 @dataclass
@@ -87,6 +102,7 @@ class Context:
     tasks: dict[str, Task] = field(default_factory=dict)
     upload: tuple[str, bytes] | None = None  # (s3 uri, bytes): the task document to store first
     source_configmap: tuple[str, str] | None = None  # pods mount it (no object storage)
+    reactivate: list[str] = field(default_factory=list)  # Kueue Workloads to reactivate (resume)
 
 
 @dataclass
@@ -153,8 +169,10 @@ class Observer:
         api: ApiReader | None = None,
         settings: Settings | None = None,
         store: Callable[[str], S3Results] | None = None,
+        workloads: WorkloadReader | None = None,
     ) -> None:
         self.api = api or ApiReader()
+        self.workloads = workloads or WorkloadReader()
         self.settings = settings or Settings.from_env()
         self._store = store
         self._tasks: dict[tuple[str, str], _Loaded] = {}  # (run uid, sha256) -> parsed
@@ -182,8 +200,17 @@ class Observer:
             body = RunSpecBody.model_validate(dict(run.get("spec") or {}))
         except ValidationError as exc:
             return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
+        if unsupported := cluster_spec_problems(body):
+            return Snapshot(body=None, problems=(("InvalidSpec", "; ".join(unsupported)),), **base), ctx
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
+        refused = blocked(check(body, self.settings.policy, namespace))
+        if refused:
+            return Snapshot(body=body, problems=(refused,), **base), ctx
+        try:  # the NetworkPolicy is derived from these: a bad apiBase blocks here, not in act
+            declared_egress(body, [], self.settings.s3_endpoint)
+        except AtlasError as exc:
+            return Snapshot(body=body, problems=(("InvalidSpec", str(exc)),), **base), ctx
         catalog = load_catalog()
         ctx.catalog = catalog = catalog.merged(body.servers.inline) if body.servers.inline else catalog
         ctx.runner_image = body.cluster.runner_image or self.settings.runner_image
@@ -203,6 +230,12 @@ class Observer:
             return Snapshot(body=body, tasks=loaded.obs, **base), ctx
         jobs = self._jobs(namespace, name, uid, status)
         health = self._check_health(namespace, name, jobs)
+        queued = [j.name for j in jobs if j.suspended and not j.finished and not j.deleting]
+        if body.cluster.queue_name and queued and not body.cluster.suspend:
+            workloads = self.workloads.list(namespace)
+            ctx.reactivate = inactive(workloads, queued)  # the run was resumed
+            waiting = None if ctx.reactivate else pending(workloads, queued)  # Kueue has not admitted them
+            health = (waiting, *health) if waiting else health
         return Snapshot(body=body, tasks=loaded.obs, jobs=tuple(jobs), health=health, **base), ctx
 
     def forget(self, uid: str, key: str) -> None:
@@ -390,16 +423,18 @@ class Observer:
             else:
                 continue  # never finished (the Job as a whole failed): decide records job_failed
             positions = _positions(unit, i)
-            summary = parse_summary(_runner_message(attempt)) if attempt else None
-            if summary is not None and summary.get("status") == BATCH:
-                entries = summary.get("items")
-                if isinstance(entries, list) and len(entries) == len(positions):
+            where = f"pod {attempt['metadata']['name']}" if attempt else "pod"
+            message = _runner_message(attempt) if attempt else None
+            entries = _batch_entries(message)
+            summary: TaskSummary | None = None
+            if entries is not None:
+                if len(entries) == len(positions):
                     for position, entry in zip(positions, entries, strict=True):
-                        outcomes[position] = record(
-                            entry if isinstance(entry, dict) else None, obs.model, failed
-                        )
+                        outcomes[position] = record(read_summary(json.dumps(entry), where), obs.model, failed)
                     continue
-                summary = None  # cut short: the stored results tell
+                # cut short: the stored results tell
+            else:
+                summary = read_summary(message, where)
             for position in positions:
                 if summary is not None:
                     outcomes[position] = record(summary, obs.model, failed)
@@ -427,18 +462,8 @@ class Observer:
                 task_id, repeat = unit.item(i)
                 result = store.get_result(unit.model, task_id, repeat)
                 if result is not None:
-                    outcomes[i] = record(
-                        {
-                            "status": result.status,
-                            "passed": result.passed,
-                            "coverage": result.coverage,
-                            "wall_s": result.wall_s,
-                            "error_kind": result.error_kind,
-                            "reason": result.reason,
-                        },
-                        obs.model,
-                        i // unit.per_pod in obs.failed_indexes,
-                    )
+                    failed = i // unit.per_pod in obs.failed_indexes
+                    outcomes[i] = record(TaskSummary.of_result(result), obs.model, failed)
         except (StoreError, AtlasError, ValueError) as exc:
             return str(exc)
         return None
@@ -536,6 +561,20 @@ def _pod_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _batch_entries(message: str | None) -> list[Any] | None:
+    """The item summaries of a pod that ran several items (``contract.BATCH``), else None."""
+    if not message:
+        return None
+    try:
+        data = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("status") != BATCH:
+        return None
+    items = data.get("items")
+    return items if isinstance(items, list) else []
+
+
 def _positions(unit: WorkUnit | None, index: int) -> list[int]:
     """The chunk positions completion ``index`` ran (one per index without a readable unit)."""
     if unit is None:
@@ -551,8 +590,8 @@ def _unit_of(job: Mapping[str, Any]) -> WorkUnit | None:
         for env in container.get("env") or []:
             if env.get("name") == ENV_WORK_UNIT and env.get("value"):
                 try:
-                    return WorkUnit.model_validate_json(env["value"])
-                except ValidationError:
+                    return WorkUnit.from_json(env["value"], ENV_WORK_UNIT)
+                except (ValueError, AtlasError):  # malformed, or of an unknown schema version
                     return None
     return None
 
@@ -571,24 +610,19 @@ def _parse(
         tasks = [t for t in tasks if t.id in wanted]
     if source.limit:
         tasks = tasks[: source.limit]
-    by_name = catalog.by_name()
-    enabled = set(enabled_servers(body.servers.enabled, by_name))
+    sidecars = set(sidecar_servers(body, catalog))
     runnable: list[PlannedTask] = []
     excluded: list[tuple[str, str]] = [
         (r.where, f"rejected: {r.field}: {r.message}") for r in loaded.rejected
     ]
     by_id: dict[str, Task] = {}
     for task in tasks:
-        servers = task_servers(task, enabled)
-        missing = [
-            s for s in servers.required if s not in enabled or not by_name.get(s) or not catalog.get(s).image
-        ]
-        if missing:
+        servers = task_servers(task, sidecars)
+        if servers.missing:
             excluded.append(
-                (task.id, f"needs server(s) not enabled or without an image: {', '.join(missing)}")
+                (task.id, f"needs server(s) not enabled or without an image: {', '.join(servers.missing)}")
             )
             continue
-        connect = tuple(s for s in servers.connect if by_name.get(s) and catalog.get(s).image)
-        runnable.append(PlannedTask(task.id, connect))
+        runnable.append(PlannedTask(task.id, tuple(servers.connect)))
         by_id[task.id] = task
     return runnable, excluded, by_id

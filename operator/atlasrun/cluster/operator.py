@@ -34,8 +34,7 @@ import kopf
 
 from atlasrun.cluster import metrics
 from atlasrun.cluster.act import Actor, Conflict, UploadFailed
-from atlasrun.cluster.contract import APP, GROUP, LABEL_APP, PLURAL, VERSION
-from atlasrun.cluster.crd import KIND
+from atlasrun.cluster.contract import APP, GROUP, KIND, LABEL_APP, PLURAL, VERSION
 from atlasrun.cluster.leader import LeaderElector
 from atlasrun.cluster.observe import Observer, Settings
 from atlasrun.cluster.reconcile import TasksObs, decide
@@ -70,6 +69,7 @@ class Controller:
         self._threads = [
             threading.Thread(target=self._work, name=f"reconcile-{i}", daemon=True) for i in range(workers)
         ]
+        metrics.watch_queue(self.backlog)
 
     def start(self) -> None:
         for thread in self._threads:
@@ -95,6 +95,7 @@ class Controller:
                 self._last.pop(key, None)
                 self._after.pop(key, None)
                 self.observer.forget(str(meta.get("uid")), key)
+                metrics.run_deleted(str(meta.get("namespace")), str(meta.get("name")))
                 return
             previous = self.runs.get(key)
             if (
@@ -104,6 +105,7 @@ class Controller:
             ):
                 return  # older than what our own write returned
             self.runs[key] = json.loads(json.dumps(run))
+            metrics.run_seen(run)
             if (
                 previous is None
                 or previous["metadata"].get("uid") != meta.get("uid")
@@ -126,6 +128,12 @@ class Controller:
 
     # ------------------------------------------------------------------ the queue
 
+    def backlog(self) -> int:
+        """Runs due for a pass that no worker has taken yet (``atlasrun_operator_queue_depth``)."""
+        with self._cond:
+            now = time.monotonic()
+            return sum(1 for at in self._scheduled.values() if at <= now)
+
     def _schedule(self, key: str, at: float) -> None:
         """Queue ``key`` at ``at`` (the earliest request wins); the caller holds the lock. A key
         being reconciled is queued again when its pass ends."""
@@ -146,8 +154,9 @@ class Controller:
                     heapq.heappop(self._due)  # superseded
                 now = time.monotonic()
                 if self._due and self._due[0][0] <= now:
-                    _, key = heapq.heappop(self._due)
+                    at, key = heapq.heappop(self._due)
                     del self._scheduled[key]
+                    metrics.queue_waited(now - at)
                     self._busy.add(key)
                     return key
                 self._cond.wait(timeout=min(1.0, self._due[0][0] - now) if self._due else 1.0)
@@ -156,12 +165,15 @@ class Controller:
     def _work(self) -> None:
         while (key := self._next()) is not None:
             requeue: float | None = ERROR_BACKOFF_S
+            started = time.monotonic()
             try:
                 if self.leader is not None and not self.leader.is_leader():
                     requeue = RESYNC_S  # on_leadership queues every run when this replica leads
                 else:
                     requeue = self.reconcile(key)
+                    metrics.pass_done(True, time.monotonic() - started)
             except Exception:
+                metrics.pass_done(False, time.monotonic() - started)
                 log.exception("reconcile %s failed; retrying in %.0fs", key, ERROR_BACKOFF_S)
             finally:
                 with self._cond:
@@ -183,6 +195,7 @@ class Controller:
         if run is None:
             return None
         snapshot, ctx = self.observer.snapshot(run)
+        metrics.jobs_seen(ctx.namespace, ctx.name, snapshot.jobs)
         decision = decide(snapshot)
         try:
             try:
@@ -241,12 +254,19 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
             _leader_namespace(),
             lease_s=float(os.environ.get("ATLAS_LEASE_SECONDS", "15")),
             renew_s=float(os.environ.get("ATLAS_LEASE_RENEW_SECONDS", "5")),
-            on_change=lambda leading: CONTROLLER.on_leadership(leading) if CONTROLLER else None,
+            on_change=_leadership_changed,
         )
+        metrics.set_leading(False)  # until the Lease is ours
     CONTROLLER = Controller(LEADER)
     CONTROLLER.start()
     if LEADER is not None:
         LEADER.start()
+
+
+def _leadership_changed(leading: bool) -> None:
+    metrics.set_leading(leading)
+    if CONTROLLER is not None:
+        CONTROLLER.on_leadership(leading)
 
 
 @kopf.on.cleanup()

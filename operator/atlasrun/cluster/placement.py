@@ -13,10 +13,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from atlasrun.cluster.contract import LABEL_QUEUE
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import Placement
 
-LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
 RUNNER = "runner"
 DATA_VOLUME = "data"
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from atlasrun.cluster import usage
 from atlasrun.cluster.contract import (
     BLOCKED,
     COMPLETE,
@@ -35,12 +36,15 @@ from atlasrun.cluster.contract import (
     FAILED,
     PROGRESSING,
     READY,
+    Phase,
     TasksRef,
 )
+from atlasrun.cluster.records import TaskSummary, status_dump
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.scoring.result import ErrorKind
 
 Record = dict[str, Any]  # compact outcome: s=status p=passed c=coverage w=wall m=model k=error kind r=reason
+# u=usage (tokens, cost, tool errors, provider retries: usage.from_summary)
 MAX_REASON = 200
 MAX_EXCLUDED_LISTED = 20
 RESYNC_S = 300.0  # the safety-net pass when nothing happens
@@ -140,24 +144,25 @@ class Decision:
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (Normal|Warning, reason, message)
     accounted: list[Record] = field(default_factory=list)  # newly counted outcomes (metrics)
     requeue_after: float = RESYNC_S
-    phase: str = "Pending"
+    phase: Phase = Phase.PENDING
 
 
 # ---------------------------------------------------------------- records
 
 
-def record(summary: Mapping[str, Any] | None, model: str, failed: bool, failure: str | None = None) -> Record:
+def record(summary: TaskSummary | None, model: str, failed: bool, failure: str | None = None) -> Record:
     """The compact outcome of an item's last attempt: its termination summary, or, without one, an
     error (``job_failed``) when the attempt failed; a success without a summary is an error too."""
     if summary is not None:
         return {
-            "s": summary.get("status", "error"),
-            "p": summary.get("passed"),
-            "c": summary.get("coverage"),
-            "w": summary.get("wall_s"),
+            "s": summary.status,
+            "p": summary.passed,
+            "c": summary.coverage,
+            "w": summary.wall_s,
             "m": model,
-            "k": summary.get("error_kind") if summary.get("status", "error") != "scored" else None,
-            "r": _short(summary.get("reason")),
+            "k": summary.error_kind if summary.status != "scored" else None,
+            "r": _short(summary.reason),
+            "u": usage.from_summary(summary.model_dump()),
         }
     reason = f"job failed: {failure or 'no termination message'}" if failed else "no result reported"
     return {
@@ -169,28 +174,6 @@ def record(summary: Mapping[str, Any] | None, model: str, failed: bool, failure:
         "k": ErrorKind.JOB_FAILED.value,
         "r": _short(reason),
     }
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One attempt's view, for ``record_from_job`` (kept for callers of the per-item API)."""
-
-    name: str
-    active: bool
-    succeeded: bool
-    failed: bool
-    summary: dict[str, Any] | None = None
-    failure_reason: str | None = None
-
-
-JobState = Attempt
-
-
-def record_from_job(job: Attempt, model: str) -> Record | None:
-    """The record of a finished attempt; None while it runs."""
-    if not (job.succeeded or job.failed):
-        return None
-    return record(job.summary, model, job.failed, job.failure_reason)
 
 
 def _short(text: Any) -> str | None:
@@ -289,7 +272,7 @@ def decide(s: Snapshot) -> Decision:
         blocked.append(s.tasks.error)
     if blocked or s.body is None or s.tasks is None or s.tasks.pin is None:
         reason, message = blocked[0] if blocked else ("InvalidSpec", "the run could not be planned")
-        d.phase = "Blocked"
+        d.phase = Phase.BLOCKED
         status.update(
             {k: old[k] for k in ("progress", "running", "models", "passRates", "tasks") if k in old}
         )
@@ -319,6 +302,7 @@ def decide(s: Snapshot) -> Decision:
         name = model.name
         prior = old_models.get(name) or {}
         counts = {k: prior.get(k, 0) for k in _COUNTERS}
+        counts["usage"] = prior.get("usage")
         done_chunks = parse_ranges(prior.get("chunksDone"))
         chunks = plan.get(name, [])
         for chunk_index, job in sorted(jobs.get(name, {}).items()):
@@ -378,7 +362,8 @@ def decide(s: Snapshot) -> Decision:
         if suspended:
             d.suspend += [j.name for j in live if not j.suspended]
             continue
-        d.resume += [j.name for j in live if j.suspended]
+        if not body.cluster.queue_name:  # with Kueue, Kueue unsuspends a Job once it admits it
+            d.resume += [j.name for j in live if j.suspended]
         _fill(
             d,
             share[name],
@@ -404,18 +389,24 @@ def decide(s: Snapshot) -> Decision:
         }
     )
     failure = _failure(body, models) if all_counted else None
+    if not tasks.runnable:  # every task excluded: nothing can ever run (servers are immutable)
+        first = tasks.excluded[0] if tasks.excluded else ("", "no tasks")
+        failure = (
+            "NoRunnableTasks",
+            f"all {len(tasks.excluded)} task(s) are excluded, e.g. {first[0]}: {first[1]} (status.excludedTasks)",
+        )
     health = s.health[0] if s.health and not all_counted else None
     if waiting_on_store and not health:
         health = ("ObjectStoreUnavailable", f"cannot read finished items' results: {waiting_on_store}")
     if suspended and not all_counted:
-        d.phase = "Suspended"
+        d.phase = Phase.SUSPENDED
     elif all_counted:
-        d.phase = "Failed" if failure else "Succeeded"
+        d.phase = Phase.FAILED if failure else Phase.SUCCEEDED
     elif health:
-        d.phase = "Blocked"
+        d.phase = Phase.BLOCKED
     else:
         any_live = any(live_of.values()) or d.create
-        d.phase = "Running" if (done or any_live) else "Pending"
+        d.phase = Phase.RUNNING if (done or any_live) else Phase.PENDING
     _finish(d, s, old, status, blocked=health, done=all_counted, failure=failure)
     if health:
         d.requeue_after = STORE_RECHECK_S if health[0] == "ObjectStoreUnavailable" else HEALTH_RECHECK_S
@@ -433,6 +424,7 @@ def decide(s: Snapshot) -> Decision:
 
 
 def _fold(counts: dict[str, Any], outcome: Record) -> None:
+    counts["usage"] = usage.fold(counts.get("usage"), outcome)
     state = outcome.get("s")
     if state == "scored":
         counts["scored"] += 1
@@ -469,6 +461,7 @@ def _model_status(
         "coverageSum": counts["coverageSum"],
         "excludedItems": int(counts["excludedItems"]),
         "chunksDone": format_ranges(chunks_done),
+        "usage": usage.ModelUsage.model_validate(counts.get("usage") or {}).model_dump(by_alias=True),
     }
 
 
@@ -553,11 +546,11 @@ def _finish(
         if done and not failure
         else (False, "Failed" if failure else "ItemsRemaining", ""),
         PROGRESSING: (
-            phase in ("Running", "Pending"),
-            phase if phase != "Blocked" else blocked[0] if blocked else phase,
+            phase in (Phase.RUNNING, Phase.PENDING),
+            str(phase) if phase != Phase.BLOCKED else blocked[0] if blocked else str(phase),
             "",
         ),
-        READY: (not blocked and not failure, phase if not blocked else blocked[0], ""),
+        READY: (not blocked and not failure, str(phase) if not blocked else blocked[0], ""),
     }
     if done:
         wanted[PROGRESSING] = (False, "Finished", "")
@@ -587,7 +580,7 @@ def _finish(
                 text = f"{message}; pass rates {status.get('passRates', '')}"
             d.events.append((level, reason if kind != COMPLETE else "Completed", text))
     status["conditions"] = conditions
-    d.status = status
+    d.status = status = status_dump(status)  # validated against records.RunStatus (the CRD's schema)
     d.status_patch = {k: v for k, v in status.items() if old.get(k) != v}
     if blocked is None and "tasks" in d.status_patch and not (old.get("tasks") or {}).get("sha256"):
         pin = status["tasks"]

@@ -44,7 +44,9 @@ Exit codes (the Job's podFailurePolicy keys on them):
 - anything else (``1``: an unexpected crash, with its traceback) is retried the same way.
 
 The termination summary has ``task, model, repeat, status, reason, coverage, passed,
-tool_calls, wall_s, tokens, cost_usd, infra, result, exit_code``; ``infra`` is true for
+tool_calls, wall_s, tokens, cost_usd, tool_errors, provider_retries, rate_limited, infra, result,
+exit_code`` (``records.TaskSummary``; the usage fields come from ``usage.summary_fields`` and
+the operator folds them into ``status.models[m].usage``); ``infra`` is true for
 exit codes 3 and 4 (the outcome is not the model's), ``result`` is the stored object's
 URI (null when nothing was stored). Secrets (the run's key env vars, AWS credentials)
 are masked in everything printed or written.
@@ -69,6 +71,7 @@ from typing import Any
 from atlasrun.cluster.contract import (
     BATCH,
     ENV_INDEX,
+    ENV_RUN_SPEC,
     ENV_WORK_UNIT,
     EXIT_INPUT,
     EXIT_OK,
@@ -78,6 +81,8 @@ from atlasrun.cluster.contract import (
     TasksRef,
     WorkUnit,
 )
+from atlasrun.cluster.images import sidecar_servers
+from atlasrun.cluster.records import TaskSummary
 from atlasrun.cluster.store import (
     DEFAULT_ATTEMPTS,
     DEFAULT_BACKOFF_S,
@@ -89,8 +94,9 @@ from atlasrun.cluster.store import (
 from atlasrun.errors import InputError
 from atlasrun.redact import Redactor
 from atlasrun.runner.engine import Engine, Item
-from atlasrun.runner.plan import Plan, plan_run
+from atlasrun.runner.plan import Plan, build_catalog, plan_run
 from atlasrun.runspec.run import RunSpec, TasksSource, load_run_spec
+from atlasrun.scoring.records import RecordVersionError
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import Catalog
 from atlasrun.servers.selection import task_servers
@@ -98,7 +104,7 @@ from atlasrun.servers.selection import task_servers
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 SIDECAR_HOST = "127.0.0.1"
 ENV = {
-    "run_spec": "ATLAS_RUN_SPEC",
+    "run_spec": ENV_RUN_SPEC,
     "tasks": "ATLAS_TASKS",
     "task_id": "ATLAS_TASK_ID",
     "model": "ATLAS_MODEL",
@@ -177,7 +183,9 @@ def _unit_inputs(
     text: str, index_text: str | None, value: Callable[..., Any], number: Callable[..., Any]
 ) -> Inputs:
     try:
-        unit = WorkUnit.model_validate_json(text)
+        unit = WorkUnit.from_json(text, ENV_WORK_UNIT)
+    except RecordVersionError as exc:
+        raise InputError(str(exc), where=ENV_WORK_UNIT) from exc
     except ValueError as exc:
         raise InputError(f"not a work unit: {exc}", where=ENV_WORK_UNIT) from exc
     if not index_text or not index_text.strip().isdigit():
@@ -302,6 +310,9 @@ def load_spec(inputs: Inputs) -> RunSpec:
             where=ENV["repeat"],
         )
     body.models = models
+    # The pod has a sidecar for each of these and no other server: the engine plans with exactly
+    # the servers the operator planned with (a task needing another is excluded, as there).
+    body.servers.enabled = sidecar_servers(body, build_catalog(spec))
     return spec
 
 
@@ -418,23 +429,7 @@ def exit_code(result: TaskResult) -> int:
 
 
 def summary(result: TaskResult, stored: str | None, code: int) -> dict[str, Any]:
-    return {
-        "task": result.task_id,
-        "model": result.model,
-        "repeat": result.repeat,
-        "status": result.status,
-        "error_kind": result.error_kind,
-        "reason": result.reason,
-        "coverage": result.coverage,
-        "passed": result.passed,
-        "tool_calls": result.tool_calls,
-        "wall_s": round(result.wall_s, 3),
-        "tokens": {"prompt": result.prompt_tokens, "completion": result.completion_tokens},
-        "cost_usd": result.cost_usd,
-        "infra": code in (EXIT_RETRY, EXIT_STORE),
-        "result": stored,
-        "exit_code": code,
-    }
+    return TaskSummary.of_result(result, stored, code).to_message()
 
 
 def failure(inputs: Inputs, kind: ErrorKind, reason: str, code: int) -> dict[str, Any]:
@@ -457,7 +452,12 @@ def compact(data: dict[str, Any], limit: int = TERMINATION_LIMIT) -> str:
         strings = [k for k, v in data.items() if isinstance(v, str)]
         if not strings:
             return json.dumps(
-                {"status": data.get("status"), "exit_code": data.get("exit_code"), "truncated": True}
+                {
+                    "schema_version": data.get("schema_version"),
+                    "status": data.get("status"),
+                    "exit_code": data.get("exit_code"),
+                    "truncated": True,
+                }
             )
         longest = max(strings, key=lambda k: len(data[k]))
         value = data[longest]
@@ -626,7 +626,18 @@ def batch_exit(codes: list[int]) -> int:
     return EXIT_RETRY if any(c not in (EXIT_OK, EXIT_INPUT) for c in codes) else EXIT_OK
 
 
-BATCH_KEYS = ("task", "repeat", "status", "passed", "coverage", "wall_s", "error_kind", "reason", "exit_code")
+BATCH_KEYS = (
+    "schema_version",
+    "task",
+    "repeat",
+    "status",
+    "passed",
+    "coverage",
+    "wall_s",
+    "error_kind",
+    "reason",
+)
+USAGE_KEYS = ("tool_calls", "tokens", "cost_usd", "tool_errors", "provider_retries", "rate_limited", "infra")
 
 
 def compact_batch(summaries: list[dict[str, Any]], code: int, limit: int = TERMINATION_LIMIT) -> str:
@@ -634,9 +645,10 @@ def compact_batch(summaries: list[dict[str, Any]], code: int, limit: int = TERMI
     cut first; if it still does not fit the items are left out (the operator then reads the
     stored results)."""
     for cut in (200, 80, 20, 0):
+        keys = BATCH_KEYS + USAGE_KEYS if cut >= 80 else BATCH_KEYS  # usage goes before the reasons
         items = []
         for summary in summaries:
-            entry = {k: summary.get(k) for k in BATCH_KEYS if summary.get(k) is not None}
+            entry = {k: summary.get(k) for k in keys if summary.get(k) is not None}
             reason = str(entry.get("reason") or "")
             if len(reason) > cut:
                 entry["reason"] = reason[:cut] + "..." if cut else None
@@ -661,14 +673,13 @@ def main(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | No
         write_termination(
             path,
             compact(
-                {
-                    "status": "error",
-                    "error_kind": ErrorKind.INPUT,
-                    "reason": f"input: {exc}",
-                    "infra": False,
-                    "result": None,
-                    "exit_code": EXIT_INPUT,
-                }
+                TaskSummary(
+                    status="error",
+                    error_kind=ErrorKind.INPUT,
+                    reason=f"input: {exc}",
+                    infra=False,
+                    exit_code=EXIT_INPUT,
+                ).to_message()
             ),
             _stderr,
         )

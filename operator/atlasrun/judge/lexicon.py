@@ -190,7 +190,6 @@ DIRECTIONS: list[tuple[set[str], set[str]]] = [
     ({"delayed", "late"}, {"on time", "early"}),
 ]
 
-NEGATIONS = ("not", "never", "no", "no longer", "none", "nothing", "neither", "nor", "isn't", "wasn't")
 # Uncertainty: the right value given uncommitted -> at most partially fulfilled.
 HEDGES = (
     "might",

@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atlasrun import naming
 from atlasrun.errors import InputError, did_you_mean
 from atlasrun.runspec.run import RunSpec
 from atlasrun.servers.catalog import Catalog, load_catalog
@@ -40,7 +39,7 @@ class Plan:
 
     def servers_used(self) -> list[str]:
         """Every server some planned task's surface needs."""
-        return sorted({naming.server_of(t) for task in self.tasks for t in self.surface(task)})
+        return sorted({s for task in self.tasks for s in task_servers(task, self.enabled_servers).connect})
 
 
 def build_catalog(spec: RunSpec) -> Catalog:

@@ -7,7 +7,7 @@ A run file is a Kubernetes-style manifest (``apiVersion``, ``kind: AtlasRun``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -18,6 +18,7 @@ from atlasrun.tasks.documents import decode, load_yaml
 from atlasrun.tasks.model import TaskLimits
 
 API_VERSION = "atlasrun.dev/v1alpha1"
+KIND: Final = "AtlasRun"  # the run file's kind, and the custom resource's (cluster/contract.py)
 MAX_NAME_LEN = 200
 
 
@@ -316,7 +317,7 @@ class Metadata(_Spec):
 
 class RunSpec(_Spec):
     api_version: str = API_VERSION
-    kind: Literal["AtlasRun"] = "AtlasRun"
+    kind: Literal["AtlasRun"] = KIND
     metadata: Metadata = Field(default_factory=Metadata)
     spec: RunSpecBody
     # Where the file was read from; relative paths resolve against its folder.

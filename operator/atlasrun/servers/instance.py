@@ -31,7 +31,7 @@ from mcp_types import CONNECTION_CLOSED
 from atlasrun.servers.catalog import ServerSpec
 from atlasrun.servers.install import install_dir
 from atlasrun.servers.sandbox import Dirs, Launch, Sandbox, SandboxError
-from atlasrun.servers.scratch import new_scratch
+from atlasrun.servers.scratch import DataCopy, new_scratch
 
 
 class ServerStartError(RuntimeError):
@@ -104,6 +104,7 @@ class ServerInstance:
         self._sandbox = sandbox or Sandbox()
         self._scratch = new_scratch(spec.name)
         self._data: Path | None = None  # prepared once, kept across restarts
+        self._copy: DataCopy | None = None  # the private data copy (isolate_data)
         self.tools: list[Tool] = []
         self.path_map = PathMap(data_mount, str(data_dir))
         self.startup_s = 0.0
@@ -166,12 +167,9 @@ class ServerInstance:
     def _prepare_data(self) -> Path:
         if not self.spec.isolate_data:
             return self._source_data
-        private = self._scratch / "data"
-        if self._source_data.exists():
-            shutil.copytree(self._source_data, private, symlinks=True)
-        else:
-            private.mkdir()
-        return private
+        self._copy = DataCopy(self._source_data, self._scratch / "data", self._scratch / _CLOCK)
+        self._copy.create()
+        return self._copy.target
 
     @property
     def reusable(self) -> bool:
@@ -180,23 +178,27 @@ class ServerInstance:
             self._session is not None
             and self._stale is None
             and self._broken is None
-            and (self._data is not None and self._data != self._source_data)
+            and self._copy is not None
         )
 
-    async def refresh_data(self) -> None:
-        """Replace the private data copy's contents with a fresh copy (for the next task).
+    @property
+    def data_copied(self) -> int:
+        """Entries copied from the source data into this instance's private copy so far."""
+        return self._copy.copied if self._copy is not None else 0
 
-        The directory itself stays (the sandbox binds it and the server holds its path);
-        scratch files other than the data copy and the stderr log are removed too.
+    async def refresh_data(self) -> list[str]:
+        """Make the private data copy equal a fresh copy again (for the next task).
+
+        Only what the task changed is copied again (``DataCopy.refresh``); the directory itself
+        stays (the sandbox binds it and the server holds its path). Scratch files other than the
+        data copy and the stderr log are removed too. Returns the paths copied from the source.
         """
-        await asyncio.to_thread(self._refill)
+        return await asyncio.to_thread(self._refill)
 
-    def _refill(self) -> None:
-        assert self._data is not None and self._data != self._source_data
-        _empty(self._data)
-        _empty(self._scratch, keep=(self._data.name, f"{self.name}.stderr.log"))
-        if self._source_data.exists():
-            shutil.copytree(self._source_data, self._data, symlinks=True, dirs_exist_ok=True)
+    def _refill(self) -> list[str]:
+        assert self._copy is not None
+        _empty(self._scratch, keep=(self._copy.target.name, _CLOCK, f"{self.name}.stderr.log"))
+        return self._copy.refresh()
 
     def _rendered(self, data_dir: Path) -> ServerSpec:
         values = {"data_dir": str(data_dir), "scratch_dir": str(self._scratch), "port": str(free_port())}
@@ -357,6 +359,9 @@ class ServerInstance:
     async def stop(self) -> None:
         await self._halt()
         await asyncio.to_thread(shutil.rmtree, self._scratch, True)
+
+
+_CLOCK = ".clock"  # a file in the scratch directory whose times read the filesystem's clock
 
 
 def _empty(directory: Path, keep: tuple[str, ...] = ()) -> None:

@@ -6,9 +6,10 @@ than ``respawn``:
 - ``prestart``: every instance serves exactly one task and is then stopped, as with respawn,
   but instances are started ahead of need, so start-up overlaps with other tasks' work;
 - ``reuse-with-fresh-data``: an instance serves one task at a time; between tasks its private
-  data copy is replaced by a fresh copy (``ServerInstance.refresh_data``) and it goes back to
-  the idle list. Only for servers that keep no state outside their data directory (each one
-  proven by a leak test); an instance that broke or whose call timed out is stopped instead.
+  data copy is made fresh again (``ServerInstance.refresh_data``: only what the task changed is
+  copied) and it goes back to the idle list. Only for servers that keep no state outside their
+  data directory (each one proven by a leak test); an instance that broke, whose call timed
+  out, or whose refresh failed in any way is stopped instead: a dirty server never serves a task.
 
 The warm size follows demand: the most instances ever checked out at once (so it is bounded by
 the run's parallelism without being told it), capped by ``max_warm``.
@@ -38,6 +39,10 @@ class FreshPool:
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         self.started = 0  # processes started (for benchmarks and tests)
+        self.refreshed = 0  # instances given back and refreshed for reuse
+        self.refresh_copies = 0  # refreshes that had to copy something (the task changed its data)
+        self.refresh_failures = 0  # refreshes that failed: that instance was stopped, not reused
+        self.last_refresh_error: str | None = None
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -57,6 +62,7 @@ class FreshPool:
 
     async def _start_one(self) -> None:
         try:
+            self.started += 1
             item: ServerInstance | BaseException = await self._start()
         except Exception as exc:  # handed to the waiter that needs it
             item = exc
@@ -96,9 +102,12 @@ class FreshPool:
     async def _recycle(self, instance: ServerInstance, reuse: bool) -> None:
         if reuse:
             try:
-                await instance.refresh_data()
+                self.refreshed += 1
+                self.refresh_copies += bool(await instance.refresh_data())
                 keep = not self._closed and self._ready.qsize() < max(self.peak, 1)
-            except OSError:
+            except Exception as exc:  # whatever went wrong, a half-refreshed copy must not serve a task
+                self.refresh_failures += 1
+                self.last_refresh_error = f"{type(exc).__name__}: {exc}"
                 keep = False
             finally:
                 self._recycling -= 1

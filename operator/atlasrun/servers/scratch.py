@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -58,3 +60,128 @@ def sweep_stale() -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
+
+
+# What identifies an entry's state: kind and permissions, inode, size, modification and change
+# times. The kernel sets ctime on every write, rename, link, chmod or utime, so a task cannot
+# hide a change by putting the modification time back.
+Stat = tuple[int, int, int, int, int]
+_CTIME = 4
+
+
+def _scan(root: Path) -> dict[str, Stat]:
+    """Every entry under ``root`` (symlinks not followed) by relative path, parents before children."""
+    found: dict[str, Stat] = {}
+    todo = [""]
+    while todo:
+        prefix = todo.pop()
+        with os.scandir(root / prefix if prefix else root) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                rel = f"{prefix}/{entry.name}" if prefix else entry.name
+                found[rel] = (info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+                if stat.S_ISDIR(info.st_mode):
+                    todo.append(rel)
+    return found
+
+
+def _under(rel: str, roots: set[str]) -> bool:
+    """``rel`` or one of its ancestors is in ``roots``."""
+    while rel:
+        if rel in roots:
+            return True
+        rel = rel.rpartition("/")[0]
+    return False
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+class DataCopy:
+    """A private copy of a data directory, made fresh again at the cost of what a task changed.
+
+    ``create()`` copies the source and records the state of every entry of the copy.
+    ``refresh()`` compares the copy with that record: entries the task added are removed, entries
+    it changed or removed are copied again from the source, directories whose entries it changed
+    get the source's permissions and times back; untouched entries are not copied. The copy then
+    equals a fresh copy of the source (whose contents must not change while the copy is in use).
+
+    A change made within one tick of a coarse filesystem clock after the record was taken could
+    leave every time unchanged; so the record is taken only once the clock (read from ``clock``, a
+    file on the same filesystem) has moved past every recorded change time.
+    """
+
+    def __init__(self, source: Path, target: Path, clock: Path) -> None:
+        self.source = source
+        self.target = target
+        self._clock = clock
+        self._record: dict[str, Stat] = {}
+        self.copied = 0  # entries copied from the source over this copy's life (benchmarks, tests)
+
+    def create(self) -> None:
+        if self.source.exists():
+            shutil.copytree(self.source, self.target, symlinks=True)
+        else:
+            self.target.mkdir()
+        self._take_record()
+        self.copied += len(self._record)
+
+    def refresh(self) -> list[str]:
+        """Undo what changed since the record was taken; returns the paths copied from the source."""
+        now = _scan(self.target)
+        if now == self._record:
+            return []
+        record = self._record
+        gone: set[str] = set()  # removed from the copy (with everything under them)
+        touched: list[str] = []  # the same directory, entries under it changed
+        for rel, info in now.items():
+            if _under(rel, gone):
+                continue
+            before = record.get(rel)
+            if before == info:
+                continue
+            if (
+                before is not None
+                and stat.S_ISDIR(before[0])
+                and stat.S_ISDIR(info[0])
+                and before[1] == info[1]
+            ):
+                touched.append(rel)
+            else:
+                _remove(self.target / rel)
+                gone.add(rel)
+        copied: list[str] = []
+        restored: set[str] = set()
+        for rel in record:  # parents first: a restored directory brings back what is under it
+            if (rel in gone or rel not in now) and not _under(rel, restored):
+                source, target = self.source / rel, self.target / rel
+                if source.is_symlink():
+                    os.symlink(os.readlink(source), target)
+                    shutil.copystat(source, target, follow_symlinks=False)  # as copytree does
+                elif source.is_dir():
+                    shutil.copytree(source, target, symlinks=True)
+                else:
+                    shutil.copy2(source, target, follow_symlinks=False)
+                copied.append(rel)
+                restored.add(rel)
+        for rel in reversed(touched):  # children before parents: copying times changes none above
+            shutil.copystat(self.source / rel, self.target / rel, follow_symlinks=False)
+        if self.source.exists():
+            shutil.copystat(self.source, self.target, follow_symlinks=False)
+        self._take_record()
+        self.copied += sum(1 for rel in self._record if _under(rel, restored))
+        return copied
+
+    def _take_record(self) -> None:
+        self._record = _scan(self.target)
+        newest = max((info[_CTIME] for info in self._record.values()), default=0)
+        while self._clock_ns() <= newest:
+            time.sleep(0.001)
+
+    def _clock_ns(self) -> int:
+        self._clock.touch()  # sets its times to the filesystem's clock now
+        return self._clock.stat().st_ctime_ns

@@ -1,0 +1,159 @@
+"""Which servers a run enables and a task needs: one meaning of ``spec.servers.enabled`` (omitted =
+every server, ``[]`` = none) in the local planner, the operator's task parse and the pod's runner;
+``spec.servers.catalog`` refused up front in a cluster run (operator, ``atlas validate``, CRD)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from atlasrun.cluster.crd import build_crd
+from atlasrun.cluster.images import CATALOG_IN_CLUSTER, cluster_spec_problems, sidecar_servers
+from atlasrun.cluster.observe import _parse
+from atlasrun.cluster.runtask import Inputs, load_spec
+from atlasrun.runner.plan import build_catalog, plan_run
+from atlasrun.runspec.run import RunSpecBody, load_run_spec
+from atlasrun.servers.catalog import load_catalog
+from conftest import SUM_TASK, write_run, write_tasks
+
+PIN = "@sha256:" + "0" * 64
+CALC_TASK: dict[str, Any] = {
+    "id": "calc-only",
+    "prompt": "What is 12 plus 30?",
+    "domain": "Analytics",
+    "enabled_tools": ["calculator_calculate"],
+    "claims": ["The sum is 42"],
+    "reference_answer": "The sum is 42.",
+    "reference_trajectory": [
+        {"calls": [{"name": "calculator_calculate", "arguments": {"expression": "12+30"}}]}
+    ],
+}
+FS_TASK: dict[str, Any] = {
+    "id": "read-notes",
+    "prompt": "What is the launch code name in /data/notes.md?",
+    "domain": "Files",
+    "enabled_tools": ["filesystem_read_text_file"],
+    "claims": ["The code name is BLUEBIRD"],
+    "reference_answer": "BLUEBIRD.",
+    "reference_trajectory": [
+        {"calls": [{"name": "filesystem_read_text_file", "arguments": {"path": "/data/notes.md"}}]}
+    ],
+}
+TASKS = [SUM_TASK, CALC_TASK, FS_TASK]
+
+
+def sidecar(name: str, port: int) -> dict[str, Any]:
+    """A catalog entry as a cluster run gives it: the built-in server with an image and a port."""
+    entry = load_catalog().get(name).model_dump(by_alias=True, exclude_none=True)
+    return {**entry, "image": f"registry.example/mcp-{name}{PIN}", "port": port}
+
+
+def run_file(tmp_path: Path, enabled: list[str] | None) -> Path:
+    servers: dict[str, Any] = {"inline": [sidecar("filesystem", 9101), sidecar("calculator", 9102)]}
+    if enabled is not None:
+        servers["enabled"] = enabled
+    return write_run(
+        tmp_path / "run.yaml",
+        write_tasks(tmp_path / "tasks.yaml", TASKS),
+        [{"name": "replay"}],
+        servers=servers,
+    )
+
+
+def local_outcome(path: Path) -> tuple[set[str], set[str]]:
+    """(planned task ids, excluded task ids) of the local planner."""
+    plan = plan_run(load_run_spec(path))
+    return {t.id for t in plan.tasks}, {e.task.id for e in plan.excluded}
+
+
+def operator_outcome(path: Path) -> tuple[set[str], set[str]]:
+    """(runnable, excluded) of the operator's parse of the same run, with the same task document."""
+    spec = load_run_spec(path)
+    data = Path(str(spec.spec.tasks.path)).read_bytes()
+    runnable, excluded, _ = _parse(spec.spec, build_catalog(spec), "tasks.yaml", data)
+    return {t.id for t in runnable}, {task_id for task_id, _ in excluded}
+
+
+@pytest.mark.parametrize(
+    ("enabled", "runnable"),
+    [
+        (None, {"sum-numbers", "calc-only", "read-notes"}),  # omitted: every server
+        ([], set()),  # an empty list: none
+        (["calculator"], {"calc-only"}),
+    ],
+)
+def test_enabled_means_the_same_locally_and_in_the_operator(
+    tmp_path: Path, enabled: list[str] | None, runnable: set[str]
+) -> None:
+    path = run_file(tmp_path, enabled)
+    excluded = {t["id"] for t in TASKS} - runnable
+    assert local_outcome(path) == (runnable, excluded)
+    assert operator_outcome(path) == (runnable, excluded)
+
+
+def test_a_server_without_an_image_is_no_sidecar_for_the_operator_nor_the_pod(tmp_path: Path) -> None:
+    """Locally the calculator runs as a process; in the cluster it has no image, so no pod has it:
+    the operator excludes the tasks that need it, and the pod's engine plans without it."""
+    path = run_file(tmp_path, ["filesystem", "calculator"])
+    doc = yaml.safe_load(path.read_text())
+    del doc["spec"]["servers"]["inline"][1]["image"]
+    path.write_text(yaml.safe_dump(doc))
+    spec = load_run_spec(path)
+    assert sidecar_servers(spec.spec, build_catalog(spec)) == ["filesystem"]
+    assert local_outcome(path) == ({"sum-numbers", "calc-only", "read-notes"}, set())
+    assert operator_outcome(path) == ({"read-notes"}, {"sum-numbers", "calc-only"})
+    pod = load_spec(
+        Inputs(
+            run_spec=path, tasks=None, task_id="read-notes", model="replay", repeat=0, results_uri="s3://b/r/"
+        )
+    )
+    assert pod.spec.servers.enabled == ["filesystem"]
+    plan = plan_run(pod)
+    assert ({t.id for t in plan.tasks}, {e.task.id for e in plan.excluded}) == operator_outcome(path)
+
+
+def test_servers_catalog_is_refused_for_a_cluster_run(tmp_path: Path) -> None:
+    body = RunSpecBody.model_validate(
+        {"tasks": {"configMap": "tasks"}, "models": [{"name": "m"}], "servers": {"catalog": "extra.yaml"}}
+    )
+    assert cluster_spec_problems(body) == [CATALOG_IN_CLUSTER]
+    assert (
+        cluster_spec_problems(
+            body.model_copy(update={"servers": body.servers.model_copy(update={"catalog": None})})
+        )
+        == []
+    )
+    # atlas validate names the field; the run is refused before any pod could exit 2 on it
+    (tmp_path / "extra.yaml").write_text(yaml.safe_dump({"servers": []}))
+    path = tmp_path / "cluster-run.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "atlasrun.dev/v1alpha1",
+                "kind": "AtlasRun",
+                "metadata": {"name": "c"},
+                "spec": body.model_dump(by_alias=True, exclude_defaults=True),
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "atlasrun.cli", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode != 0, proc.stdout
+    assert f"error: {CATALOG_IN_CLUSTER}" in proc.stdout, proc.stdout
+    # the CRD carries the same refusal as a CEL rule on spec.servers
+    servers = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"
+    ]["servers"]
+    assert {"rule": "!has(self.catalog)", "message": CATALOG_IN_CLUSTER} in servers[
+        "x-kubernetes-validations"
+    ]
