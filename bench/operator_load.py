@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -39,7 +40,15 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 import httpx  # noqa: E402
 import yaml  # noqa: E402
 
-from atlasrun.cluster.contract import TasksRef, WorkUnit  # noqa: E402
+from atlasrun.cluster.contract import (  # noqa: E402
+    ANNOTATION_INDEX,
+    BATCH,
+    ENV_WORK_UNIT,
+    ChunkPlan,
+    PlanRef,
+    TasksRef,
+    WorkUnit,
+)
 from atlasrun.cluster.manifests import render_job  # noqa: E402
 from atlasrun.cluster.reconcile import PlannedTask, plan_chunks  # noqa: E402
 from atlasrun.runspec.run import RunSpecBody  # noqa: E402
@@ -89,7 +98,9 @@ def tasks_doc(n: int) -> bytes:
     return yaml.safe_dump({"tasks": tasks}).encode()
 
 
-def run_manifest(name: str, models: int, repeats: int, parallelism: int, per_job: int) -> dict[str, Any]:
+def run_manifest(
+    name: str, models: int, repeats: int, parallelism: int, per_job: int, per_pod: int
+) -> dict[str, Any]:
     calculator = load_catalog().get("calculator").model_dump(by_alias=True, exclude_none=True)
     calculator.update({"image": f"registry.example/mcp-calculator{PIN}", "port": 9000})
     return {
@@ -106,13 +117,28 @@ def run_manifest(name: str, models: int, repeats: int, parallelism: int, per_job
             ],
             "servers": {"inline": [calculator], "enabled": ["calculator"]},
             "output": {"bucket": BUCKET, "prefix": "sweeps"},
-            "cluster": {"runnerImage": f"registry.example/runner{PIN}", "itemsPerJob": per_job},
+            "cluster": {
+                "runnerImage": f"registry.example/runner{PIN}",
+                "itemsPerJob": per_job,
+                "itemsPerPod": per_pod,
+            },
         },
     }
 
 
+SCORED = {"status": "scored", "passed": True, "coverage": 1.0, "wall_s": 0.1}
+
+
 def instant_finish(pod: dict[str, Any]) -> tuple[int, str]:
-    return 0, json.dumps({"status": "scored", "passed": True, "coverage": 1.0, "wall_s": 0.1})
+    """What ``atlas run-task`` reports for a scored pod: one summary, or a batch of them when the
+    pod's completion index names several items (``cluster.itemsPerPod``)."""
+    index = int(pod["metadata"]["annotations"][ANNOTATION_INDEX])
+    env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c.get("env") or []}
+    unit = WorkUnit.model_validate_json(env[ENV_WORK_UNIT] or "{}")
+    items = len(unit.positions(index))
+    if items == 1:
+        return 0, json.dumps(SCORED)
+    return 0, json.dumps({"status": BATCH, "exit_code": 0, "items": [SCORED] * items}, separators=(",", ":"))
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -163,11 +189,18 @@ def stamp() -> str:
 
 
 def floor_rate(
-    cp: ControlPlane, models: int, tasks: int, repeats: int, parallelism: int, per_job: int, cap: int
+    cp: ControlPlane,
+    models: int,
+    tasks: int,
+    repeats: int,
+    parallelism: int,
+    per_job: int,
+    per_pod: int,
+    cap: int,
 ) -> tuple[float, int]:
     """Items/s when a bare client creates the same Indexed Jobs (no operator) and the same Job
     controller and stand-in take them to Complete; at most ``cap`` items."""
-    manifest = run_manifest("floor", models, repeats, parallelism, per_job)
+    manifest = run_manifest("floor", models, repeats, parallelism, per_job, per_pod)
     body = RunSpecBody.model_validate(manifest["spec"])
     plan = plan_chunks(body, tuple(PlannedTask(f"bench-{i:05d}", ("calculator",)) for i in range(tasks)))
     server = (
@@ -176,16 +209,22 @@ def floor_rate(
         .model_copy(update={"image": f"registry.example/mcp{PIN}", "port": 9000})
     )
     ref = TasksRef(sha256="0" * 64, uri=f"s3://{BUCKET}/sweeps/tasks/{'0' * 64}")
-    jobs, items = [], 0
+    jobs, items, pods = [], 0, 0
     for model in body.models:
         for chunk in plan[model.name]:
             if items >= cap:
                 break
+            plan_bytes = ChunkPlan(items=list(chunk.items)).to_bytes()
+            digest = hashlib.sha256(plan_bytes).hexdigest()
             unit = WorkUnit(
+                schema_version=2,
                 run="floor",
                 model=model.name,
                 chunk=chunk.index,
-                items=list(chunk.items),
+                plan=PlanRef(
+                    sha256=digest, uri=f"s3://{BUCKET}/sweeps/plans/{digest}", size=len(chunk.items)
+                ),
+                per_pod=per_pod,
                 tasks=ref,
                 results_uri="",
             )
@@ -206,6 +245,7 @@ def floor_rate(
             job["metadata"].pop("ownerReferences", None)
             jobs.append(job)
             items += len(chunk.items)
+            pods += job["spec"]["completions"]
     with cp.client() as api:
         started = time.perf_counter()
         for job in jobs:
@@ -216,7 +256,8 @@ def floor_rate(
                 f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
                 params={"labelSelector": "atlasrun.dev/run=floor"},
             ).json()["items"]
-            return sum(int(j.get("status", {}).get("succeeded") or 0) for j in listed) >= items
+            # succeeded counts completion indexes (pods), each of which ran itemsPerPod items
+            return sum(int(j.get("status", {}).get("succeeded") or 0) for j in listed) >= pods
 
         wait_for(complete, 7200, "the floor's Jobs to complete", interval=1.0)
         return items / (time.perf_counter() - started), items
@@ -227,10 +268,11 @@ def main() -> None:
     parser.add_argument("--sweep", default="20x500x3", help="MODELSxTASKSxREPEATS")
     parser.add_argument("--parallelism", type=int, default=200)
     parser.add_argument("--items-per-job", type=int, default=100)
+    parser.add_argument("--items-per-pod", type=int, default=10, help="spec.cluster.itemsPerPod")
     parser.add_argument(
         "--kcm-qps", type=int, default=0, help="kube-controller-manager --kube-api-qps (0: its default)"
     )
-    parser.add_argument("--floor-items", type=int, default=3000)
+    parser.add_argument("--floor-items", type=int, default=6000)
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "operator.json"))
     args = parser.parse_args()
@@ -267,6 +309,7 @@ def main() -> None:
         "items": items,
         "parallelism": args.parallelism,
         "items_per_job": args.items_per_job,
+        "items_per_pod": args.items_per_pod,
         "kcm_qps": args.kcm_qps or "default",
     }
     try:
@@ -332,7 +375,9 @@ def main() -> None:
                     path = f"/apis/atlasrun.dev/v1alpha1/namespaces/{NAMESPACE}/atlasruns/sweep"
                     api.post(
                         f"/apis/atlasrun.dev/v1alpha1/namespaces/{NAMESPACE}/atlasruns",
-                        json=run_manifest("sweep", models, repeats, args.parallelism, args.items_per_job),
+                        json=run_manifest(
+                            "sweep", models, repeats, args.parallelism, args.items_per_job, args.items_per_pod
+                        ),
                     ).raise_for_status()
                     last_print = 0.0
 
@@ -365,7 +410,14 @@ def main() -> None:
                     operator.terminate()
                     operator.wait(timeout=30)
                     floor, floor_items = floor_rate(
-                        cp, models, tasks, repeats, args.parallelism, args.items_per_job, args.floor_items
+                        cp,
+                        models,
+                        tasks,
+                        repeats,
+                        args.parallelism,
+                        args.items_per_job,
+                        args.items_per_pod,
+                        args.floor_items,
                     )
                     if node.errors:
                         print(f"node stand-in errors: {node.errors[:3]}", file=sys.stderr)

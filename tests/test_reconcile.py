@@ -391,3 +391,29 @@ def test_a_run_whose_tasks_are_all_excluded_fails_with_a_reason() -> None:
     assert "all 2 task(s) are excluded" in failed["message"] and "t0" in failed["message"]
     assert condition(d.status, "Complete")["status"] == "False"
     assert ("Warning", "NoRunnableTasks") in {(k, r) for k, r, _ in d.events}
+
+
+# ---------------------------------------------------------------- several items per pod
+
+
+def test_items_per_pod_counts_pods_for_jobs_and_budgets_items_for_progress() -> None:
+    b = body(parallelism=4, per_job=5, cluster={"itemsPerPod": 2})
+    d = decide(snap(b, tasks(10)))
+    pods = {(c.model, c.index): (w, c.pods(2), len(c.items)) for c, w in d.create}
+    # 10 items per model in chunks of 5 -> Jobs of 3 indexes (2+2+1 items); a: 3 pods, b: 1 pod
+    assert pods == {("a", 0): (3, 3, 5), ("b", 0): (1, 3, 5)}
+    status = applied({}, d)
+    # a's chunk 0 ran indexes 0 and 2 (items 0,1 and 4); index 1 is running (2 items)
+    live = dataclasses.replace(job("a", 0, size=3, parallelism=3), completed=frozenset({0, 2}), active=1)
+    d = decide(snap(b, tasks(10), status, jobs=(live, job("b", 0, size=3, active=1))))
+    a = d.status["models"]["a"]
+    assert (a["total"], a["running"], a["pending"]) == (10, 2, 5)  # 3 items done, 2 running
+    assert [(c.model, c.index, w) for c, w in d.create] == [("a", 1, 2)]  # the 2 free pods of a's budget
+    # The finished Job: outcomes by item position (index 1 -> positions 2 and 3).
+    outcomes = {p: outcome_of(scored(p != 3), "a", False) for p in range(5)}
+    done = dataclasses.replace(
+        live, completed=frozenset({0, 1, 2}), active=0, finished=True, outcomes=outcomes
+    )
+    d = decide(snap(b, tasks(10), status, jobs=(done, job("b", 0, size=3, active=1))))
+    a = d.status["models"]["a"]
+    assert (a["scored"], a["passed"], a["chunksDone"]) == (5, 4, "0") and len(d.accounted) == 5

@@ -292,6 +292,18 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(
     try:
         manifest = run_manifest("sweep", env["provider"].api_base)
         api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        job = wait_for(
+            lambda: (
+                (jobs := api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs").json()["items"]) and jobs[0]
+            ),
+            120,
+            "the run's first Job",
+        )
+        # The pods read their items from the chunk's plan in S3: the Job carries only its reference.
+        runner = job["spec"]["template"]["spec"]["containers"][0]
+        unit = json.loads(next(e["value"] for e in runner["env"] if e["name"] == "ATLAS_WORK_UNIT"))
+        assert unit["items"] == [] and unit["plan"]["uri"].startswith("s3://results/e2e/plans/")
+        assert job["spec"]["completions"] == unit["plan"]["size"] == 3
         run = wait_phase(api, namespace, "sweep", {"Succeeded"}, timeout=600)
         metrics_text = httpx.get(f"http://127.0.0.1:{operator.env['ATLAS_METRICS_PORT']}/metrics").text
     finally:

@@ -1,29 +1,34 @@
 """Act: the only module that writes. Applies a ``Decision`` in an order that is safe to interrupt.
 
-1. The content-addressed task document goes to object storage (before anything names it).
+1. The content-addressed task document and the plans of the chunks about to be created go to
+   object storage (before anything names them; a failure writes nothing to the API).
 2. The status patch (only when something changed), with the run's resourceVersion as a
    precondition: a chunk's counts and its ``chunksDone`` mark land together or not at all, and a
    stale leader's write is refused (409) instead of counting twice.
 3. Only then are counted Jobs deleted, new chunks created (deterministic names: a 409 means it
-   exists), Jobs' parallelism and suspend patched, Events posted, metrics updated.
+   exists), Jobs' parallelism and suspend patched (these writes concern distinct Jobs and run
+   concurrently), Events posted, metrics updated.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from atlasrun.cluster import metrics
-from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, TasksRef, WorkUnit
+from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, ChunkPlan, PlanRef, TasksRef, WorkUnit
 from atlasrun.cluster.images import sidecar_servers
 from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
-from atlasrun.cluster.observe import Context, Settings
+from atlasrun.cluster.observe import Context, Settings, plans_uri
 from atlasrun.cluster.queueing import WorkloadReader
 from atlasrun.cluster.reconcile import Chunk, Decision
-from atlasrun.cluster.store import S3Results, parse_s3_uri
+from atlasrun.cluster.store import S3Results, parse_s3_uri, store_plan
 from atlasrun.errors import AtlasError
 from atlasrun.redact import scrub
 from atlasrun.runspec.run import API_VERSION
@@ -31,6 +36,7 @@ from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.model import TaskLimits
 
 log = logging.getLogger("atlasrun.act")
+WRITERS = 8  # concurrent Job writes per pass (the client's connection pool holds more)
 
 
 class Conflict(Exception):
@@ -55,6 +61,8 @@ class Actor:
         self.custom, self.networking = client.CustomObjectsApi(), client.NetworkingV1Api()
         self.settings = settings or Settings.from_env()
         self._ensured: set[str] = set()  # run UIDs whose ConfigMap and policy exist
+        self._plans: dict[tuple[str, str], PlanRef] = {}  # (plans URI, sha256) -> stored plan
+        self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="act")
         self._workloads: WorkloadReader | None = None  # Kueue, for queued runs only
 
     # ------------------------------------------------------------------ entry point
@@ -65,6 +73,7 @@ class Actor:
         result = Result()
         if ctx.upload and "tasks" in d.status_patch:
             self._upload(*ctx.upload)
+        plans = self._store_plans(ctx, d)
         if d.status_patch:
             body = {
                 "metadata": {"resourceVersion": run["metadata"]["resourceVersion"]},
@@ -78,18 +87,12 @@ class Actor:
                 if exc.status == 409:
                     raise Conflict(ctx.name) from exc
                 raise
-        for name in d.delete:
-            self._ignore(
-                404,
-                lambda n=name: self.batch.delete_namespaced_job(
-                    n, ctx.namespace, propagation_policy="Background"
-                ),
-            )
+        calls: list[Callable[[], Any]] = [partial(self._delete_job, ctx.namespace, n) for n in d.delete]
         if d.create:
             self._ensure_run_objects(ctx)
             for chunk, width in d.create:
-                job = self._render(ctx, chunk, width, d)
-                self._ignore(409, lambda j=job: self.batch.create_namespaced_job(ctx.namespace, j))
+                job = self._render(ctx, chunk, width, d, plans.get(chunk.items))
+                calls.append(partial(self._create_job, ctx.namespace, job))
         patches: dict[str, dict[str, Any]] = {}
         for name, width in d.parallelism.items():
             patches.setdefault(name, {})["parallelism"] = width
@@ -100,10 +103,8 @@ class Actor:
             patches.setdefault(name, {})["suspend"] = True
         for name in d.resume:
             patches.setdefault(name, {})["suspend"] = False
-        for name, spec in patches.items():
-            self._ignore(
-                404, lambda n=name, s=spec: self.batch.patch_namespaced_job(n, ctx.namespace, {"spec": s})
-            )
+        calls += [partial(self._patch_job, ctx.namespace, n, spec) for n, spec in patches.items()]
+        self._concurrently(calls)
         for kind, reason, message in d.events:
             self._event(ctx, kind, reason, message)
         for outcome in d.accounted:
@@ -138,6 +139,31 @@ class Actor:
                 store.put_bytes(key, data)
         except (StoreError, AtlasError) as exc:
             raise UploadFailed(str(exc)) from exc
+
+    def _store_plans(self, ctx: Context, d: Decision) -> dict[tuple[tuple[str, int], ...], PlanRef]:
+        """The plans of the chunks to create, in object storage (once per content per process).
+        Without a bucket: none, and the Jobs list their items inline."""
+        base = plans_uri(ctx.body) if ctx.body is not None else ""
+        if not base or not d.create:
+            return {}
+        from atlasrun.cluster.store import StoreError
+
+        refs: dict[tuple[tuple[str, int], ...], PlanRef] = {}
+        for chunk, _ in d.create:
+            plan = ChunkPlan(items=list(chunk.items))
+            digest = hashlib.sha256(plan.to_bytes()).hexdigest()
+            known = self._plans.get((base, digest))
+            if known is None:
+                try:
+                    known = store_plan(base, plan, self._open_store)
+                except (StoreError, AtlasError) as exc:
+                    raise UploadFailed(f"cannot store the plan of chunk {chunk.index}: {exc}") from exc
+                self._plans[(base, digest)] = known
+            refs[chunk.items] = known
+        return refs
+
+    def _open_store(self, uri: str) -> S3Results:
+        return S3Results(uri, self.settings.s3_endpoint, attempts=3, backoff_s=0.5)
 
     def _ensure_run_objects(self, ctx: Context) -> None:
         """The run's ConfigMap (run.yaml, no tasks) and network policy, once per run."""
@@ -187,14 +213,18 @@ class Actor:
             )
         self._ensured.add(ctx.uid)
 
-    def _render(self, ctx: Context, chunk: Chunk, width: int, d: Decision) -> dict[str, Any]:
+    def _render(
+        self, ctx: Context, chunk: Chunk, width: int, d: Decision, plan: PlanRef | None
+    ) -> dict[str, Any]:
         assert ctx.body is not None and ctx.catalog is not None and ctx.runner_image
         pin = TasksRef.model_validate(d.status["tasks"])
         unit = WorkUnit(
             run=ctx.name,
             model=chunk.model,
             chunk=chunk.index,
-            items=list(chunk.items),
+            items=[] if plan else list(chunk.items),
+            plan=plan,
+            per_pod=ctx.body.cluster.items_per_pod,
             tasks=pin,
             results_uri=str(d.status.get("resultsURI") or ""),
         )
@@ -242,6 +272,30 @@ class Actor:
             self.core.create_namespaced_event(ctx.namespace, event)
         except Exception as exc:  # an Event is best effort: never fail a pass for it
             log.warning("cannot post event %s for %s: %s", reason, ctx.name, exc)
+
+    def _delete_job(self, namespace: str, name: str) -> None:
+        self._ignore(
+            404, lambda: self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        )
+
+    def _create_job(self, namespace: str, job: dict[str, Any]) -> None:
+        self._ignore(409, lambda: self.batch.create_namespaced_job(namespace, job))  # exists: created before
+
+    def _patch_job(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+        self._ignore(404, lambda: self.batch.patch_namespaced_job(name, namespace, {"spec": spec}))
+
+    def _concurrently(self, calls: list[Callable[[], Any]]) -> None:
+        """Independent Job writes (distinct names) at once: a pass's latency is not their sum.
+        The first failure is raised after all have run."""
+        if len(calls) < 2:
+            for call in calls:
+                call()
+            return
+        futures = [self._pool.submit(call) for call in calls]
+        errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
 
     @staticmethod
     def _ignore(status: int, call: Any) -> Any:

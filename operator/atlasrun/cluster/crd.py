@@ -61,13 +61,13 @@ def _immutable(path: str) -> dict[str, Any]:
     }
 
 
-def _immutable_chunking() -> dict[str, Any]:
+def _immutable_chunking(field: str = "itemsPerJob", default: int = 100) -> dict[str, Any]:
     def value(root: str) -> str:
-        return f"(has({root}.cluster) && has({root}.cluster.itemsPerJob) ? {root}.cluster.itemsPerJob : 100)"
+        return f"(has({root}.cluster) && has({root}.cluster.{field}) ? {root}.cluster.{field} : {default})"
 
     return {
         "rule": f"{value('self')} == {value('oldSelf')}",
-        "message": "spec.cluster.itemsPerJob is immutable once the run exists (it defines the Jobs)",
+        "message": f"spec.cluster.{field} is immutable once the run exists (it defines the Jobs)",
     }
 
 
@@ -75,7 +75,13 @@ def _immutable_chunking() -> dict[str, Any]:
 # bounds above. Keyed by model class name (the object itself, e.g. "TasksSource") or by class
 # and property alias ("RunSpecBody.models"); bounds pydantic already declares are kept.
 _OVERLAY: dict[str, dict[str, Any]] = {
-    "RunSpecBody": {"x-kubernetes-validations": [*(_immutable(f) for f in IMMUTABLE), _immutable_chunking()]},
+    "RunSpecBody": {
+        "x-kubernetes-validations": [
+            *(_immutable(f) for f in IMMUTABLE),
+            _immutable_chunking(),
+            _immutable_chunking("itemsPerPod", 1),
+        ]
+    },
     "TasksSource": {
         "x-kubernetes-validations": [
             {

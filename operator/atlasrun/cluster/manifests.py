@@ -1,6 +1,7 @@
 """Pure functions rendering the Kubernetes objects of a run (see ``atlasrun.cluster``).
 
-One Indexed Job per (model, chunk of ``cluster.itemsPerJob`` items), named deterministically by
+One Indexed Job per (model, chunk of ``cluster.itemsPerJob`` items; ``cluster.itemsPerPod`` of them
+per completion index, run in sequence by one pod), named deterministically by
 ``job_name``, and one network policy per run (``render_network_policy``). Conventions the other
 pieces rely on:
 
@@ -8,7 +9,9 @@ pieces rely on:
   mounted read-only at ``/etc/atlasrun`` in the runner. The tasks travel by reference: the
   ``WorkUnit`` in ``ATLAS_WORK_UNIT`` names the pinned task document (``s3://.../tasks/<sha256>``,
   or the user's own ConfigMap, mounted at ``/etc/atlasrun-tasks``, when there is no object
-  storage) and maps the completion index to the item.
+  storage) and the chunk's plan (``s3://.../plans/<sha256>``: completion index -> item), so the
+  Job and its pods have the same small size whatever the chunk's; without object storage the
+  items are listed inline.
 - Each task server is a native sidecar (an initContainer with ``restartPolicy: Always``)
   named ``mcp-<server>``. Its image's entrypoint serves the server over streamable HTTP at
   ``/mcp`` on ``$ATLAS_SERVER_PORT`` (``ServerSpec.port``); the runner reaches it at
@@ -260,12 +263,12 @@ def _seed_data(body: RunSpecBody, runner_image: str, data_mount: dict[str, Any])
     return [seed]
 
 
-def _deadline(body: RunSpecBody, limits: Limits, n_servers: int) -> int:
-    """The pod's ``activeDeadlineSeconds`` (one attempt of one item): the task's timeout plus
-    server start-up plus a margin; a pod past it fails and its index is retried."""
+def _deadline(body: RunSpecBody, limits: Limits, n_servers: int, per_pod: int = 1) -> int:
+    """The pod's ``activeDeadlineSeconds`` (one attempt of its ``per_pod`` items): the tasks'
+    timeouts plus server start-up plus a margin; a pod past it fails and its index is retried."""
     if body.cluster.active_deadline_seconds:
         return body.cluster.active_deadline_seconds
-    attempt = limits.task_timeout_s + limits.server_start_timeout_s * max(1, n_servers)
+    attempt = limits.task_timeout_s * per_pod + limits.server_start_timeout_s * max(1, n_servers)
     return math.ceil(attempt + DEADLINE_MARGIN_S)
 
 
@@ -288,7 +291,7 @@ def render_job(
     placement: Placement | None = None,
 ) -> dict[str, Any]:
     """The Indexed Job running one chunk of one model's items: completion index ``i`` runs
-    ``unit.items[i]`` in its own pod (the chunk's servers as native sidecars plus the runner).
+    item ``i`` of the unit in its own pod (the chunk's servers as native sidecars plus the runner).
 
     ``tasks_configmap`` (name, key): mount the user's task ConfigMap (when there is no object
     storage; ``unit.tasks.path`` points into it). ``task_limits``: the longest per-task limits
@@ -347,7 +350,7 @@ def render_job(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
-        "activeDeadlineSeconds": _deadline(body, limits, len(servers)),
+        "activeDeadlineSeconds": _deadline(body, limits, len(servers), unit.per_pod),
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": UID,
@@ -362,7 +365,7 @@ def render_job(
         "containers": [runner],
         "volumes": volumes,
     }
-    size = len(unit.items)
+    size = unit.indexes
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",

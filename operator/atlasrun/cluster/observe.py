@@ -2,14 +2,16 @@
 
 Reads the run (as the watch delivered it), its pinned task document (once per process: cached by
 digest), its Jobs (one LIST by label; only Jobs whose ownerReference is this run's UID are
-adopted), the pods of finished Jobs not yet counted (one LIST per such Job: the last attempt of
-each completion index, its termination message, else the stored result in object storage) and,
+adopted), the pods of finished Jobs not yet counted (one LIST of the run's finished pods when
+several Jobs finished, else one LIST for the Job: the last attempt of each completion index, its
+termination message, else the stored result in object storage) and,
 only while pods wait, what holds them (Pending pods, the Job controller's FailedCreate Events).
 Nothing here writes; the content-addressed copy of a new task document is handed to ``act``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -26,10 +28,14 @@ from pydantic import ValidationError
 from atlasrun.cluster.contract import (
     ANNOTATION_INDEX,
     ANNOTATION_MODEL,
+    BATCH,
     ENV_WORK_UNIT,
     LABEL_CHUNK,
     LABEL_JOB_NAME,
+    PLAN_PREFIX,
     RUNNER,
+    ChunkPlan,
+    PlanRef,
     TasksRef,
     WorkUnit,
 )
@@ -50,7 +56,7 @@ from atlasrun.cluster.reconcile import (
     record,
 )
 from atlasrun.cluster.records import TaskSummary, read_summary
-from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri
+from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri, read_plan
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import Placement, RunSpecBody
 from atlasrun.servers.catalog import Catalog, load_catalog
@@ -147,6 +153,14 @@ def tasks_uri(body: RunSpecBody, digest: str) -> str:
     return f"s3://{body.output.bucket}/{prefix + '/' if prefix else ''}{TASK_PREFIX}/{digest}"
 
 
+def plans_uri(body: RunSpecBody) -> str:
+    """``s3://<bucket>/<prefix>/plans/``: the chunks' content-addressed plans ("" without a bucket)."""
+    if not body.output.bucket:
+        return ""
+    prefix = body.output.prefix.strip("/")
+    return f"s3://{body.output.bucket}/{prefix + '/' if prefix else ''}{PLAN_PREFIX}/"
+
+
 class Observer:
     """Builds snapshots; keeps only caches that a restart may lose (parsed task documents)."""
 
@@ -162,6 +176,7 @@ class Observer:
         self.settings = settings or Settings.from_env()
         self._store = store
         self._tasks: dict[tuple[str, str], _Loaded] = {}  # (run uid, sha256) -> parsed
+        self._plans: dict[str, ChunkPlan] = {}  # sha256 -> a chunk's plan
         self._health_at: dict[str, float] = {}
         self._health: dict[str, tuple[tuple[str, str], ...]] = {}
 
@@ -319,7 +334,8 @@ class Observer:
     def _jobs(self, namespace: str, run: str, uid: str, status: Mapping[str, Any]) -> list[JobObs]:
         selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
         done = {m: parse_ranges(s.get("chunksDone")) for m, s in (status.get("models") or {}).items()}
-        jobs = []
+        jobs: list[JobObs] = []
+        to_count: list[tuple[int, dict[str, Any]]] = []  # finished, not yet counted: read their pods
         for job in self.api.list("jobs", namespace, label_selector=selector):
             meta = job["metadata"]
             if not any(o.get("uid") == uid for o in meta.get("ownerReferences") or []):
@@ -351,16 +367,36 @@ class Observer:
                 failure=failure,
             )
             if finished and int(chunk) not in done.get(model, set()) and not obs.deleting:
-                outcomes, error = self._outcomes(namespace, job, obs)
-                obs = JobObs(**{**obs.__dict__, "outcomes": outcomes, "outcomes_error": error})
+                to_count.append((len(jobs), job))
             jobs.append(obs)
+        pods = self._finished_pods(namespace, selector) if len(to_count) > 1 else None
+        for position, job in to_count:
+            obs = jobs[position]
+            mine = None if pods is None else pods.get(obs.name, [])
+            outcomes, error = self._outcomes(namespace, job, obs, mine)
+            jobs[position] = dataclasses.replace(obs, outcomes=outcomes, outcomes_error=error)
         return jobs
 
+    def _finished_pods(self, namespace: str, selector: str) -> dict[str, list[dict[str, Any]]]:
+        """The run's finished pods by Job name: one LIST for every Job counted in this pass."""
+        by_job: dict[str, list[dict[str, Any]]] = {}
+        for pod in self.api.list(
+            "pods",
+            namespace,
+            label_selector=selector,
+            field_selector="status.phase!=Pending,status.phase!=Running",
+        ):
+            name = (pod["metadata"].get("labels") or {}).get(LABEL_JOB_NAME)
+            if name:
+                by_job.setdefault(name, []).append(pod)
+        return by_job
+
     def _outcomes(
-        self, namespace: str, job: Mapping[str, Any], obs: JobObs
+        self, namespace: str, job: Mapping[str, Any], obs: JobObs, pods: list[dict[str, Any]] | None = None
     ) -> tuple[dict[int, Record] | None, str | None]:
         """Each index's outcome: its last attempt's termination message, else the stored result."""
-        pods = self.api.list("pods", namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
+        if pods is None:
+            pods = self.api.list("pods", namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
         last: dict[int, dict[str, Any]] = {}
         last_ok: dict[int, dict[str, Any]] = {}
         for pod in pods:
@@ -375,7 +411,8 @@ class Observer:
                 i not in last_ok or key > _pod_key(last_ok[i])
             ):
                 last_ok[i] = pod
-        outcomes: dict[int, Record] = {}
+        unit = _unit_of(job)
+        outcomes: dict[int, Record] = {}  # item position in the chunk -> its outcome
         missing: list[int] = []
         for i in range(obs.completions):
             attempt: dict[str, Any] | None
@@ -385,40 +422,61 @@ class Observer:
                 attempt, failed = last.get(i), True
             else:
                 continue  # never finished (the Job as a whole failed): decide records job_failed
-            summary = (
-                read_summary(_runner_message(attempt), f"pod {attempt['metadata']['name']}")
-                if attempt
-                else None
-            )
-            if summary is None:
-                missing.append(i)
+            positions = _positions(unit, i)
+            where = f"pod {attempt['metadata']['name']}" if attempt else "pod"
+            message = _runner_message(attempt) if attempt else None
+            entries = _batch_entries(message)
+            summary: TaskSummary | None = None
+            if entries is not None:
+                if len(entries) == len(positions):
+                    for position, entry in zip(positions, entries, strict=True):
+                        outcomes[position] = record(read_summary(json.dumps(entry), where), obs.model, failed)
+                    continue
+                # cut short: the stored results tell
             else:
-                outcomes[i] = record(summary, obs.model, failed)
-            if summary is None and failed:
-                outcomes[i] = record(None, obs.model, True, _pod_failure(attempt) or obs.failure)
+                summary = read_summary(message, where)
+            for position in positions:
+                if summary is not None:
+                    outcomes[position] = record(summary, obs.model, failed)
+                    continue
+                missing.append(position)
+                if failed:
+                    outcomes[position] = record(None, obs.model, True, _pod_failure(attempt) or obs.failure)
         if missing:
-            error = self._stored(job, obs, missing, outcomes)
+            error = self._stored(unit, obs, missing, outcomes)
             if error:
                 return None, error
         return outcomes, None
 
     def _stored(
-        self, job: Mapping[str, Any], obs: JobObs, indexes: list[int], outcomes: dict[int, Record]
+        self, unit: WorkUnit | None, obs: JobObs, positions: list[int], outcomes: dict[int, Record]
     ) -> str | None:
-        """Outcomes of indexes whose pods are gone, from the results in object storage."""
-        unit = _unit_of(job)
+        """Outcomes of items whose pods are gone (or said too little), from object storage."""
         if unit is None or not unit.results_uri:
             return None
         try:
+            if unit.plan is not None and not unit.items:
+                unit = unit.resolve(self._plan(unit.plan))
             store = self.store(unit.results_uri)
-            for i in indexes:
+            for i in positions:
                 task_id, repeat = unit.item(i)
                 result = store.get_result(unit.model, task_id, repeat)
                 if result is not None:
-                    outcomes[i] = record(TaskSummary.of_result(result), obs.model, i in obs.failed_indexes)
-        except (StoreError, AtlasError) as exc:
+                    failed = i // unit.per_pod in obs.failed_indexes
+                    outcomes[i] = record(TaskSummary.of_result(result), obs.model, failed)
+        except (StoreError, AtlasError, ValueError) as exc:
             return str(exc)
         return None
+
+    def _plan(self, ref: PlanRef) -> ChunkPlan:
+        """A chunk's plan (cached by digest: its content never changes)."""
+        plan = self._plans.get(ref.sha256)
+        if plan is None:
+            plan = read_plan(ref, self.store, where=f"plan of a Job ({ref.uri})")
+            if len(self._plans) >= 256:
+                self._plans.clear()
+            self._plans[ref.sha256] = plan
+        return plan
 
     # ------------------------------------------------------------------ what holds pods
 
@@ -501,6 +559,30 @@ def _pod_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
                 f"{waiting.get('message') or waiting.get('reason')}",
             )
     return None
+
+
+def _batch_entries(message: str | None) -> list[Any] | None:
+    """The item summaries of a pod that ran several items (``contract.BATCH``), else None."""
+    if not message:
+        return None
+    try:
+        data = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("status") != BATCH:
+        return None
+    items = data.get("items")
+    return items if isinstance(items, list) else []
+
+
+def _positions(unit: WorkUnit | None, index: int) -> list[int]:
+    """The chunk positions completion ``index`` ran (one per index without a readable unit)."""
+    if unit is None:
+        return [index]
+    try:
+        return list(unit.positions(index))
+    except IndexError:
+        return []
 
 
 def _unit_of(job: Mapping[str, Any]) -> WorkUnit | None:

@@ -7,7 +7,10 @@ from the same observations:
 
 - The work plan is fixed by the (immutable) spec and the pinned task document: per model, items
   ``(task, repeat)`` ordered by repeat then task (tasks grouped by the servers they need), cut
-  into chunks of ``cluster.itemsPerJob``; chunk ``c`` of model ``m`` is one Indexed Job.
+  into chunks of ``cluster.itemsPerJob``; chunk ``c`` of model ``m`` is one Indexed Job, whose
+  completion index ``i`` runs ``cluster.itemsPerPod`` items (``k``): positions ``i*k`` .. ``i*k+k-1``.
+  A Job's ``completions``, ``parallelism`` and live-pod budgets count pods (indexes); progress
+  and the counts count items.
 - ``status.models[m].chunksDone`` (ranges, e.g. ``0-4,7``) lists the chunks already folded into
   the counts. A finished Job is folded and marked in one status write, and deleted only after it,
   so a chunk is counted exactly once; a chunk neither done nor live is (re)created (the runner
@@ -116,8 +119,17 @@ class Snapshot:
 class Chunk:
     model: str
     index: int
-    items: tuple[tuple[str, int], ...]  # completion index -> (task id, repeat)
+    items: tuple[tuple[str, int], ...]  # position -> (task id, repeat)
     servers: tuple[str, ...]
+
+    def pods(self, per_pod: int) -> int:
+        """Its Job's completions."""
+        return -(-len(self.items) // per_pod)
+
+
+def index_items(indexes: Iterable[int], per_pod: int, size: int) -> int:
+    """How many of a chunk's ``size`` items the completion ``indexes`` cover."""
+    return sum(max(0, min(per_pod, size - i * per_pod)) for i in indexes)
 
 
 @dataclass
@@ -285,6 +297,7 @@ def decide(s: Snapshot) -> Decision:
     remaining: dict[str, int] = {}
     live_of: dict[str, list[JobObs]] = {}
     waiting_on_store = None
+    k = body.cluster.items_per_pod
     for model in body.models:
         name = model.name
         prior = old_models.get(name) or {}
@@ -318,14 +331,20 @@ def decide(s: Snapshot) -> Decision:
         live_of[name] = live
         total = sum(len(c.items) for c in chunks)
         accounted = sum(len(chunks[c].items) for c in done_chunks if c < len(chunks))
-        in_live = sum(len(j.completed) + len(j.failed_indexes) for j in live)
+        live_done = {
+            j.name: index_items(j.completed | j.failed_indexes, k, len(chunks[j.chunk].items)) for j in live
+        }
+        in_live = sum(live_done.values())
+        existing = jobs.get(name, {})
         finished_unaccounted = sum(
             len(chunks[j.chunk].items)
-            for j in jobs.get(name, {}).values()
+            for j in existing.values()
             if j.finished and j.chunk < len(chunks) and j.chunk not in done_chunks
         )
-        remaining[name] = total - accounted - in_live - finished_unaccounted
-        running = sum(j.active for j in live)
+        remaining[name] = sum(j.remaining for j in live) + sum(
+            c.pods(k) for c in chunks if c.index not in done_chunks and c.index not in existing
+        )  # pods still to run
+        running = sum(min(j.active * k, len(chunks[j.chunk].items) - live_done[j.name]) for j in live)
         models[name] = _model_status(
             counts,
             total=total,
@@ -352,6 +371,7 @@ def decide(s: Snapshot) -> Decision:
             plan.get(name, []),
             parse_ranges(models[name]["chunksDone"]),
             jobs.get(name, {}),
+            k,
         )
 
     total = sum(m["total"] for m in models.values())
@@ -452,6 +472,7 @@ def _fill(
     chunks: list[Chunk],
     done_chunks: set[int],
     existing: Mapping[int, JobObs],
+    per_pod: int = 1,
 ) -> None:
     """Fit the model's live Jobs' parallelism to ``budget``; spare room starts the next chunks."""
     use = [min(j.parallelism, j.remaining) for j in live]
@@ -469,7 +490,7 @@ def _fill(
             break
         if chunk.index in done_chunks or chunk.index in existing:
             continue
-        width = min(len(chunk.items), spare)
+        width = min(chunk.pods(per_pod), spare)
         d.create.append((chunk, width))
         spare -= width
     for j in live:

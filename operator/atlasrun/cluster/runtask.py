@@ -1,9 +1,10 @@
 """``atlas run-task``: run ONE work item (model, task, repeat) inside a Kubernetes pod.
 
 In an Indexed Job the item comes from ``ATLAS_WORK_UNIT`` (a ``contract.WorkUnit``: the model,
-the chunk's items, the pinned task document and the results URI) and ``JOB_COMPLETION_INDEX``
-(which item of the chunk). The task document is read from object storage (or the mounted
-ConfigMap) and must have the pinned sha256, else the pod exits 2 (bad input).
+the chunk's items or a reference to its plan in object storage, the pinned task document and the
+results URI) and ``JOB_COMPLETION_INDEX`` (which item of the chunk). The plan and the task
+document are read from object storage (or the mounted ConfigMap) and must have their pinned
+sha256, else the pod exits 2 (bad input); storage failing exits 4 (retried).
 Without a work unit, the inputs come one by one from the environment (see ``ENV``; each also
 has a flag for debugging): the run file, the tasks file, the task id, the model name, the
 repeat, the results URI (``s3://bucket/prefix/<run>/``) and the termination message path; S3
@@ -19,6 +20,12 @@ most 4 KiB goes to the termination message and to stdout. A record already store
 ``scored`` or ``excluded`` is kept and not run again (a retried pod never redoes
 finished work); a stored judge failure is rejudged from its transcript, as locally.
 ``ATLAS_WORK_DIR`` (``--work-dir``) keeps the local results directory for debugging.
+
+With ``spec.cluster.itemsPerPod`` > 1 a completion index names several items: they run one after
+the other, each exactly as a single item runs (stored, skipped when already stored), and the
+termination message lists their summaries (``{"status": "batch", "exit_code", "items"}``); the
+pod exits 2 only if every item's input was bad, 4 if storage failed for one, 3 if another
+failed (the retried pod skips the stored ones), else 0.
 
 Exit codes (the Job's podFailurePolicy keys on them):
 
@@ -62,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from atlasrun.cluster.contract import (
+    BATCH,
     ENV_INDEX,
     ENV_RUN_SPEC,
     ENV_WORK_UNIT,
@@ -81,6 +89,7 @@ from atlasrun.cluster.store import (
     S3Results,
     StoreError,
     parse_s3_uri,
+    read_plan,
 )
 from atlasrun.errors import InputError
 from atlasrun.redact import Redactor
@@ -123,6 +132,9 @@ class Inputs:
     s3_backoff_s: float = DEFAULT_BACKOFF_S
     work_dir: Path | None = None  # keep the local results directory here (default: a temp dir)
     tasks_ref: TasksRef | None = None  # the pinned task document (work unit): fetched and verified
+    unit: WorkUnit | None = None  # a work unit to resolve (plan by reference, several items per pod)
+    index: int = 0  # the completion index (with ``unit``)
+    batch: tuple[tuple[str, int], ...] = ()  # several items for this pod, run in sequence
 
 
 def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Inputs:
@@ -178,10 +190,17 @@ def _unit_inputs(
         raise InputError(f"not a work unit: {exc}", where=ENV_WORK_UNIT) from exc
     if not index_text or not index_text.strip().isdigit():
         raise InputError(f"{index_text!r} is not a completion index", where=ENV_INDEX)
-    try:
-        task_id, repeat = unit.item(int(index_text))
-    except IndexError as exc:
-        raise InputError(str(exc), where=ENV_INDEX) from exc
+    index = int(index_text)
+    by_reference = (unit.plan is not None and not unit.items) or unit.per_pod > 1
+    if by_reference:
+        if index >= unit.indexes:
+            raise InputError(f"completion index {index} is outside 0..{unit.indexes - 1}", where=ENV_INDEX)
+        task_id, repeat = "", 0  # known once fetch_plan has resolved the unit
+    else:
+        try:
+            task_id, repeat = unit.item(index)
+        except IndexError as exc:
+            raise InputError(str(exc), where=ENV_INDEX) from exc
     return Inputs(
         run_spec=Path(str(value("run_spec"))),
         tasks=Path(unit.tasks.path) if unit.tasks.path else None,
@@ -194,7 +213,38 @@ def _unit_inputs(
         s3_backoff_s=number("s3_backoff_s", float, DEFAULT_BACKOFF_S, 0),
         work_dir=Path(work_dir) if (work_dir := value("work_dir", required=False)) else None,
         tasks_ref=unit.tasks,
+        unit=unit if by_reference else None,
+        index=index,
     )
+
+
+def fetch_plan(inputs: Inputs) -> Inputs:
+    """The item(s) of the pod's completion index; a plan by reference is read from object storage
+    and verified by sha256: InputError if it is gone or altered, StoreError if storage fails."""
+    unit = inputs.unit
+    if unit is None:
+        return inputs
+    where = f"{ENV_WORK_UNIT} plan"
+    if unit.plan is not None and not unit.items:
+
+        def open_store(uri: str) -> S3Results:
+            return S3Results(
+                uri, inputs.endpoint_url, attempts=inputs.s3_attempts, backoff_s=inputs.s3_backoff_s
+            )
+
+        ref = unit.plan
+        plan = read_plan(ref, open_store, where=where)
+        try:
+            unit = unit.resolve(plan)
+        except ValueError as exc:
+            raise InputError(f"{ref.uri}: {exc}", where=where) from exc
+    try:
+        items = [unit.item(p) for p in unit.positions(inputs.index)]
+    except IndexError as exc:
+        raise InputError(str(exc), where=ENV_INDEX) from exc
+    if len(items) == 1:
+        return dataclasses.replace(inputs, task_id=items[0][0], repeat=items[0][1], unit=None)
+    return dataclasses.replace(inputs, unit=None, batch=tuple(items))
 
 
 def fetch_tasks(inputs: Inputs, dest: Path) -> Inputs:
@@ -468,7 +518,10 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
     result: TaskResult | None = None
     fetched = tempfile.TemporaryDirectory(prefix="atlas-tasks-")
     try:
+        inputs = fetch_plan(inputs)
         inputs = fetch_tasks(inputs, Path(fetched.name))
+        if inputs.batch:
+            return run_batch(inputs, warn)
         spec = load_spec(inputs)
         plan = plan_run(spec)
         store = S3Results(
@@ -530,6 +583,80 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
     if code != EXIT_OK:
         warn(mask(f"error: {result.status}: {result.reason}; exiting {code} so the Job retries the pod"))
     return finish(summary(result, stored, code), code)
+
+
+def run_batch(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
+    """Run the pod's items in sequence (``cluster.itemsPerPod``), each as ``run_task`` runs one,
+    then write one termination message listing their summaries (``contract.BATCH``)."""
+    summaries: list[dict[str, Any]] = []
+    codes: list[int] = []
+    with tempfile.TemporaryDirectory(prefix="atlas-batch-") as tmp:
+        for n, (task_id, repeat) in enumerate(inputs.batch):
+            one = dataclasses.replace(
+                inputs, task_id=task_id, repeat=repeat, batch=(), termination_path=Path(tmp) / f"item-{n}"
+            )
+            code = run_task(one, warn)
+            codes.append(code)
+            try:
+                summaries.append(dict(json.loads(one.termination_path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, TypeError):
+                summaries.append(
+                    {
+                        "task": task_id,
+                        "repeat": repeat,
+                        "status": "error",
+                        "reason": "no summary",
+                        "exit_code": code,
+                    }
+                )
+    code = batch_exit(codes)
+    text = compact_batch(summaries, code)
+    print(text, flush=True)
+    write_termination(inputs.termination_path, text, warn)
+    return code
+
+
+def batch_exit(codes: list[int]) -> int:
+    """The pod's exit code: bad input only if every item's input was bad; a storage failure or
+    any other failure retries the pod (its stored items are kept, not run again); else 0."""
+    if codes and all(c == EXIT_INPUT for c in codes):
+        return EXIT_INPUT
+    if EXIT_STORE in codes:
+        return EXIT_STORE
+    return EXIT_RETRY if any(c not in (EXIT_OK, EXIT_INPUT) for c in codes) else EXIT_OK
+
+
+BATCH_KEYS = (
+    "schema_version",
+    "task",
+    "repeat",
+    "status",
+    "passed",
+    "coverage",
+    "wall_s",
+    "error_kind",
+    "reason",
+)
+USAGE_KEYS = ("tool_calls", "tokens", "cost_usd", "tool_errors", "provider_retries", "rate_limited", "infra")
+
+
+def compact_batch(summaries: list[dict[str, Any]], code: int, limit: int = TERMINATION_LIMIT) -> str:
+    """``{"status": "batch", "exit_code", "items": [...]}`` in at most ``limit`` bytes: reasons are
+    cut first; if it still does not fit the items are left out (the operator then reads the
+    stored results)."""
+    for cut in (200, 80, 20, 0):
+        keys = BATCH_KEYS + USAGE_KEYS if cut >= 80 else BATCH_KEYS  # usage goes before the reasons
+        items = []
+        for summary in summaries:
+            entry = {k: summary.get(k) for k in keys if summary.get(k) is not None}
+            reason = str(entry.get("reason") or "")
+            if len(reason) > cut:
+                entry["reason"] = reason[:cut] + "..." if cut else None
+            items.append({k: v for k, v in entry.items() if v is not None})
+        text = json.dumps({"status": BATCH, "exit_code": code, "items": items}, separators=(",", ":"))
+        if len(text.encode()) <= limit:
+            return text
+    return json.dumps({"status": BATCH, "exit_code": code, "items": [], "truncated": True})
 
 
 def main(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> int:

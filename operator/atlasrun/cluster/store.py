@@ -7,6 +7,10 @@ Layout under ``s3://<bucket>/<prefix>/`` (the prefix ends with the run name, e.g
   ``scoring.store.task_record_name``, and same bytes as ``scoring.store.ResultsDir``);
 - ``<name>``: run-level files written with ``write_json`` (``summary.json``, ...).
 
+Content-addressed documents shared by the runs of an output prefix live next to the runs:
+``<prefix>/tasks/<sha256>`` (a pinned task document) and ``<prefix>/plans/<sha256>`` (a chunk's
+``ChunkPlan``: ``store_plan`` writes it, ``read_plan`` reads and verifies it).
+
 Every request is retried with exponential backoff and jitter on throttling, 5xx and
 connection errors; when the retries are used up a ``StoreError`` names the object
 and the last error. A finished result is therefore either stored or reported as not
@@ -23,6 +27,7 @@ never appear in messages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from atlasrun.cluster.contract import ChunkPlan, PlanRef
 from atlasrun.errors import InputError
 from atlasrun.redact import scrub
 from atlasrun.scoring.result import TaskResult
@@ -389,3 +395,38 @@ def download(uri: str, dest_dir: Path, endpoint_url: str | None = None) -> Path:
     path = dest_dir / name
     path.write_bytes(data)
     return path
+
+
+def _parent(uri: str, where: str) -> tuple[str, str]:
+    """``s3://bucket/a/b/name`` -> (``s3://bucket/a/b``, ``name``)."""
+    location = parse_s3_uri(uri, where)
+    parent, _, name = location.prefix.rpartition("/")
+    if not name:
+        raise InputError(f"{uri!r} names no object", where)
+    return f"s3://{location.bucket}/{parent}", name
+
+
+def store_plan(plans_uri: str, plan: ChunkPlan, open_store: Callable[[str], S3Results]) -> PlanRef:
+    """Write ``plan`` to ``<plans_uri>/<sha256>`` (idempotent: the name is the content) and return
+    its reference. Raises StoreError."""
+    data = plan.to_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    uri = plans_uri.rstrip("/") + "/" + digest
+    parent, name = _parent(uri, "plan URI")
+    open_store(parent).put_bytes(name, data, content_type="application/json")
+    return PlanRef(sha256=digest, uri=uri, size=len(plan.items))
+
+
+def read_plan(
+    ref: PlanRef, open_store: Callable[[str], S3Results], where: str = "work unit plan"
+) -> ChunkPlan:
+    """The chunk plan ``ref`` names, verified against its sha256. StoreError when object storage
+    fails; InputError (naming the URI) when the plan is gone, altered or not a plan."""
+    parent, name = _parent(ref.uri, where)
+    data = open_store(parent).read_bytes(name)
+    if data is None:
+        raise InputError(f"{ref.uri}: the Job's plan is gone from object storage", where=where)
+    try:
+        return ChunkPlan.from_bytes(data, ref.sha256)
+    except ValueError as exc:
+        raise InputError(f"{ref.uri}: {exc}", where=where) from exc

@@ -265,6 +265,8 @@ class ClusterSpec(_Spec):
     """The data root the servers see, a Kubernetes VolumeSource (e.g. persistentVolumeClaim or configMap), copied into each pod's own data volume; omitted: an empty one."""
     items_per_job: int = Field(default=100, ge=1, le=10_000)
     """Work items per Indexed Job (one Job per model and chunk; the completion index picks the item)."""
+    items_per_pod: int = Field(default=1, ge=1, le=50)
+    """Work items one pod runs in sequence (a completion index picks that many). Its servers and data volume are shared by them, so use more than 1 only for servers without per-task state; it divides the pods the Job controller creates (about 10 per second at its default API rate)."""
     placement: Placement = Field(default_factory=Placement)
     """Scheduling overrides for every pod of the run."""
 
