@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "images"
@@ -77,15 +81,24 @@ def node_base_key() -> str:
 
 
 def target_key(target: str) -> str:
-    """Content key of one image: what build.sh reads for it, plus its bases."""
+    """Content key of one image: what build.sh reads for it, plus its bases. A sidecar's key covers
+    only its own catalog entry, the mcp-proxy pin and the project version (its tag), so most
+    source or dependency changes rebuild only the runner and operator."""
     h = hashlib.sha256(target.encode())
-    files = [IMAGES / "build.sh", IMAGES / "context.py", REPO / "pyproject.toml"]
+    files = [IMAGES / "build.sh", IMAGES / "context.py"]
     if target.startswith("mcp-"):
         files += [IMAGES / "mcp-server" / "Dockerfile", IMAGES / "mcp-server" / "sidecar.py"]
-        files.append(REPO / "operator" / "atlasrun" / "servers" / "catalog.yaml")
-        h.update(node_base_key().encode())
+        catalog = yaml.safe_load((REPO / "operator" / "atlasrun" / "servers" / "catalog.yaml").read_text())
+        entries = [
+            e
+            for e in catalog["servers"]
+            if e["name"] == target.removeprefix("mcp-") or (e.get("package") or {}).get("name") == "mcp-proxy"
+        ]
+        h.update(json.dumps(entries, sort_keys=True, default=str).encode())
+        version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+        h.update(f"{version}\0{node_base_key()}".encode())
     else:
-        files += [IMAGES / target / "Dockerfile", *_sources()]
+        files += [REPO / "pyproject.toml", IMAGES / target / "Dockerfile", *_sources()]
     _hash_files(files, h)
     h.update(base_key().encode())
     return h.hexdigest()[:16]
