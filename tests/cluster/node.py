@@ -243,7 +243,15 @@ class Node:
     def _remove_leftovers(self) -> None:
         """What a killed earlier run (SIGKILL: no teardown) left behind; we hold the host lock, so
         nothing else uses these: its shims and containers, mounts, bridge, work directories."""
+        foreign = False
         for old in Path("/var/tmp").glob("atlasrun-node-*"):
+            users = _processes_using(old)
+            if users:  # a node of code that does not take the host lock: never touch it
+                print(
+                    f"\nnode: {old} is in use by pids {users[:5]}, a node not holding {HOST_LOCK}", flush=True
+                )
+                foreign = True
+                continue
             self.workdir = old
             self._kill_containers()
             self._kill_leftover_shims()
@@ -254,6 +262,8 @@ class Node:
                     [self.paths["KUBE_ROUTER"], "--cleanup-config"], capture_output=True, check=False
                 )
         self.workdir = Path()
+        if foreign:
+            return  # its bridge and rules are its own (if its bridge exists, start() fails clearly)
         for rule in (
             ["FORWARD", "-s", POD_CIDR, "-j", "ACCEPT"],
             ["FORWARD", "-d", POD_CIDR, "-j", "ACCEPT"],
@@ -627,6 +637,19 @@ state = "{state}"
         mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
         for mnt in sorted((m for m in mounts if m.startswith(str(root))), key=len, reverse=True):
             subprocess.run(["umount", "-l", mnt], capture_output=True, check=False)
+
+
+def _processes_using(path: Path) -> list[int]:
+    """Live processes whose command line names ``path`` (a node's containerd, kubelet, shims)."""
+    pids = []
+    for proc_dir in Path("/proc").iterdir():
+        if proc_dir.name.isdigit():
+            try:
+                if str(path).encode() in (proc_dir / "cmdline").read_bytes():
+                    pids.append(int(proc_dir.name))
+            except OSError:
+                continue
+    return pids
 
 
 def _chains() -> dict[tuple[str, str], set[str]]:

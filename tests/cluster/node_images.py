@@ -182,6 +182,7 @@ def ensure(targets: Iterable[str] = TARGETS) -> dict[str, Path]:
                 "BASE_ROOTFS": str(_base_rootfs()),
                 "PUSH": "0",
                 "CACHE_DIR": str(CACHE / "build"),
+                **STORAGE,
             }
             if any(t.startswith("mcp-") for t in todo):
                 env["NODE_IMAGE"] = _node_base()
