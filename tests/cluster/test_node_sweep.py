@@ -38,7 +38,7 @@ def test_sweep_in_real_pods_matches_atlas_run(
     manifest = env.manifest("sweep")
     with env.operator():
         env.create_run(manifest)
-        run = env.wait_phase("sweep", {"Succeeded", "Failed"}, timeout=900)
+        run = env.wait_phase("sweep", {"Succeeded", "Failed"}, timeout=1800)
     wall = time.monotonic() - t0
     status = run["status"]
     assert run["status"]["phase"] == "Succeeded", status
