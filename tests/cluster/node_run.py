@@ -213,7 +213,7 @@ class NodeRunEnv:
             live = [p for p in pods if p["status"].get("phase") == "Running" and item_of(p) == item]
             return live[0] if live else None
 
-        return wait_for(find, 60, f"the running pod of {item}")
+        return wait_for(find, 300, f"the running pod of {item}")
 
     def create_run(self, manifest: dict[str, Any]) -> None:
         self.api.post(f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns", json=manifest).raise_for_status()
@@ -251,6 +251,14 @@ class NodeRunEnv:
         try:
             yield proc
         finally:
+            # The test's runs go with it (the API server's garbage collector removes their Jobs and
+            # pods), so a failed test leaves no pods competing with the next one.
+            for run in (
+                self.api.get(f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns").json().get("items", [])
+            ):
+                self.api.delete(
+                    f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns/{run['metadata']['name']}"
+                )
             proc.terminate()
             try:
                 proc.wait(timeout=30)

@@ -37,7 +37,7 @@ def _one_model(env: NodeRunEnv, name: str, **cluster: Any) -> dict[str, Any]:
 
 
 def _finished(env: NodeRunEnv, name: str, since: int) -> dict[str, Any]:
-    run = env.wait_phase(name, {"Succeeded", "Failed"}, timeout=600)
+    run = env.wait_phase(name, {"Succeeded", "Failed"}, timeout=1500)
     status = run["status"]
     assert status["phase"] == "Succeeded", status
     assert status["progress"] == "3/3", status
@@ -56,7 +56,7 @@ def test_evicted_pod_item_runs_again_once(node_run_env: NodeRunEnv) -> None:  # 
     env.gate.arm(*target)
     with env.operator():
         env.create_run(_one_model(env, "evict"))
-        assert env.gate.arrived.wait(300), "the item never reached the model"
+        assert env.gate.arrived.wait(1200), "the item never reached the model"
         pod = env.running_pod("evict", target)
         name = pod["metadata"]["name"]
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
@@ -90,7 +90,7 @@ def test_kubelet_restart_loses_no_item(node_run_env: NodeRunEnv) -> None:  # noq
     env.gate.arm(*target)
     with env.operator():
         env.create_run(_one_model(env, "kubelet-restart"))
-        assert env.gate.arrived.wait(300), "the item never reached the model"
+        assert env.gate.arrived.wait(1200), "the item never reached the model"
         ready_after = env.node.restart_kubelet(down_seconds=5)
         env.gate.release()
         run = _finished(env, "kubelet-restart", since)
@@ -109,7 +109,7 @@ def test_killed_sidecar_restarts_and_the_item_is_counted_once(node_run_env: Node
     env.gate.arm(*target)
     with env.operator():
         env.create_run(_one_model(env, "sidecar-kill"))
-        assert env.gate.arrived.wait(300), "the item never reached the model"
+        assert env.gate.arrived.wait(1200), "the item never reached the model"
         pod = env.running_pod("sidecar-kill", target)
         path = f"/api/v1/namespaces/{env.namespace}/pods/{pod['metadata']['name']}"
         side = next(c for c in pod["status"]["initContainerStatuses"] if c["name"] == "mcp-filesystem")
