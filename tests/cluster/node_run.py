@@ -373,7 +373,21 @@ def node_run_env_for(cp: ControlPlane, node: Node) -> Iterator[NodeRunEnv]:
         "s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
     ).create_bucket(Bucket="results")
     cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
-    cp.kubectl("wait", "--for=condition=Established", "crd/atlasruns.atlasrun.dev", "--timeout=60s")
+    wait_for(  # not `kubectl wait`: on a loaded host it can fail before the CRD is even listed
+        lambda: (
+            cp.kubectl(
+                "get",
+                "crd",
+                "atlasruns.atlasrun.dev",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                check=False,
+            ).stdout.strip()
+            == "True"
+        ),
+        180,
+        "the AtlasRun CRD Established",
+    )
     cp.create_namespace(NAMESPACE, {"pod-security.kubernetes.io/enforce": "restricted"})
     api = cp.client()
     tasks = node_tasks()
