@@ -5,7 +5,7 @@ the three pods at once).
   disruption, the item runs again in a new pod, exactly once more; nothing lost or duplicated.
 - The kubelet restarted mid-run: the run completes with every item scored, none lost.
 - A sidecar's container killed (SIGKILL through containerd) mid-item: the kubelet restarts the
-  native sidecar; the run completes and the item is counted exactly once (see the test for how).
+  native sidecar and the item is scored in the same pod, once (not an infrastructure error).
 
 The scripted model holds the item's first request (``env.gate``) while the fault is injected, so
 the fault always lands while that item's runner is mid-task."""
@@ -135,10 +135,13 @@ def test_killed_sidecar_restarts_and_the_item_is_counted_once(node_run_env: Node
         f"(name, phase, runner exit, sidecar restarts): {outcome}; starts {starts[target]}; status {sharp}"
     )
     assert _restarts(env.recorder.pods[pod["metadata"]["uid"]], "mcp-filesystem") >= 1
-    # Counted once whatever the attempt's fate: scored in the same pod (the runner reconnects to the
-    # restarted server) or an infrastructure error retried in a new pod (exit 3).
     assert sharp["scored"] + sharp["errored"] + sharp["excluded"] == 3
     assert sharp["errored"] == 0, sharp
+    # What happens (observed here; the issue expected an infrastructure error and a retry): the
+    # kubelet restarts the native sidecar, the runner's next call reaches the restarted server, and
+    # the item is scored in the same pod, once, with no retry.
+    assert [(phase, code) for _, phase, code, _ in outcome] == [("Succeeded", 0)], outcome
+    assert starts[target] == 1, starts
 
 
 def _runner_exit(pod: dict[str, Any]) -> int | None:
