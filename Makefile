@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane kueue node node-if-possible images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
+.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane kueue node node-if-possible node-images bench-node images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -83,6 +83,15 @@ kueue: controlplane
 # kube-router, runc/CNI/registry from Debian; cached under ~/.cache/atlasrun/node. Needs root.
 node: controlplane
 	bash tests/cluster/build-node.sh
+
+# The images the node tests run (runner, operator, four sidecars), built by images/build.sh from an
+# mmdebstrap rootfs, cached by content under ~/.cache/atlasrun/images/node (tests/cluster/node_images.py).
+node-images: venv node
+	$(BIN)/python -m tests.cluster.node_images
+
+# Jobs/s on the real node: bare pods (floor), trivial Jobs, Jobs with a native sidecar (bench/node_jobs.py).
+bench-node: venv node
+	$(BIN)/python bench/node_jobs.py
 
 # `make test` builds the node when it can (root); otherwise the node tests skip with the reason.
 node-if-possible: controlplane

@@ -29,6 +29,8 @@
 #                   npm servers then still need NODE_IMAGE from a registry.
 #   PYTHON_IMAGE, NODE_IMAGE   override images/base-digests.lock
 #   STORAGE_DRIVER  buildah storage driver (vfs)      BUILDAH_ISOLATION  (chroot)
+#   STORAGE_ROOT    buildah storage root (default: buildah's own); another driver needs its own root
+#   COMPRESS        0: push uncompressed layers (faster; for a local registry)
 #   CACHE_DIR       contexts and OCI archives (~/.cache/atlasrun/images)
 #   LOCK            the lock file to write (images/images.lock)
 #   SOURCE_DATE_EPOCH  image timestamps (default: the commit time of HEAD)
@@ -45,6 +47,8 @@ REGISTRY=${REGISTRY:-ghcr.io/atlasrun}
 TAG=${TAG:-$("$PYTHON" -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$ROOT/pyproject.toml")}
 PUSH=${PUSH:-0}
 STORAGE_DRIVER=${STORAGE_DRIVER:-vfs}
+STORAGE_ROOT=${STORAGE_ROOT:-}
+COMPRESS=${COMPRESS:-1}
 BUILDAH_ISOLATION=${BUILDAH_ISOLATION:-chroot}
 CACHE_DIR=${CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/atlasrun/images}
 OUT_DIR=${OUT_DIR:-$CACHE_DIR/oci}
@@ -57,7 +61,13 @@ export SOURCE_DATE_EPOCH
 log() { printf '%s build.sh: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
 ctxpy() { "$PYTHON" "$CTX_PY" "$@"; }
-bah() { buildah --storage-driver "$STORAGE_DRIVER" "$@"; }
+bah() {
+  if [[ -n "$STORAGE_ROOT" ]]; then
+    buildah --root "$STORAGE_ROOT" --runroot "$STORAGE_ROOT.run" --storage-driver "$STORAGE_DRIVER" "$@"
+  else
+    buildah --storage-driver "$STORAGE_DRIVER" "$@"
+  fi
+}
 
 base_ref() {  # the lock's reference for ARG $1, unless the environment overrides it
   local key=$1 value
@@ -150,7 +160,9 @@ build_one() {
     dest="oci-archive:$OUT_DIR/$target.oci.tar:$image:$TAG"
     published="oci-archive $OUT_DIR/$target.oci.tar (not in a registry yet)"
   fi
-  bah push --quiet --digestfile "$digestfile" "$image:$TAG" "$dest" >/dev/null
+  local -a push_opts=()
+  if [[ "$COMPRESS" == 0 ]]; then push_opts=(--disable-compression); fi
+  bah push --quiet "${push_opts[@]}" --digestfile "$digestfile" "$image:$TAG" "$dest" >/dev/null
   local digest
   digest=$(cat "$digestfile")
   rm -f "$digestfile"

@@ -239,7 +239,9 @@ def test_data_volume_is_copied_into_each_pods_own_data_before_the_servers_start(
     pod = make_job(make_body(dataVolume={"configMap": {"name": "workspace"}}))["spec"]["template"]["spec"]
     seed = pod["initContainers"][0]
     assert seed["name"] == "seed-data" and "restartPolicy" not in seed  # a plain init container, runs first
-    assert seed["command"] == ["cp", "-a", "/data-source/.", "/data/"]
+    assert seed["command"] == [
+        "find", "/data-source", "-mindepth", "1", "-maxdepth", "1", "-exec", "cp", "-a", "{}", "/data/", ";",
+    ]  # fmt: skip
     assert {"name": "data-source", "configMap": {"name": "workspace"}} in pod["volumes"]
     assert {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}} in pod["volumes"]  # writes stay in the pod
     assert seed["securityContext"]["readOnlyRootFilesystem"] is True

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds, once, what a real Kubernetes node needs for the node tests (tests/cluster/node.py):
-#   runc, CNI plugins, docker-registry, iptables, ipset, buildah   Debian packages (apt-get)
+#   runc, CNI plugins, docker-registry, iptables, ipset,    Debian packages (apt-get)
+#   buildah, skopeo, mmdebstrap (the images: node_images.py)
 #   containerd, containerd-shim-runc-v2                     github.com/containerd/containerd/v2 (Go proxy)
 #   kubelet, kube-scheduler                                 the k8s.io/kubernetes module pinned in
 #                                                           controlplane/go.mod (same Go caches)
@@ -20,7 +21,7 @@ cache_root=${ATLASRUN_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/atlasrun/node}
 containerd_version=v2.4.2
 kube_router_version=v2.11.1
 kube_router_src=${KUBE_ROUTER_SRC:-/work/shared/vendor/kube-router-$kube_router_version.src.tar.gz}
-debs=(runc containernetworking-plugins docker-registry iptables ipset buildah)
+debs=(runc containernetworking-plugins docker-registry iptables ipset buildah skopeo mmdebstrap)
 log() { printf 'build-node: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -51,7 +52,7 @@ missing() {
            "$ctd_dest/containerd-shim-runc-v2" "$ctd_dest/ctr" "$kr_dest/kube-router"; do
     [ -x "$f" ] || echo "${f#"$cache_root"/}"
   done
-  for f in runc docker-registry iptables ipset buildah; do command -v "$f" >/dev/null || echo "$f"; done
+  for f in runc docker-registry iptables ipset buildah skopeo mmdebstrap; do command -v "$f" >/dev/null || echo "$f"; done
   [ -x /usr/lib/cni/bridge ] || echo containernetworking-plugins
 }
 

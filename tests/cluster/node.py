@@ -15,6 +15,7 @@ a skip naming what is missing, a failure when ``ATLASRUN_REQUIRE_NODE`` is set (
 from __future__ import annotations
 
 import atexit
+import fcntl
 import gzip
 import hashlib
 import io
@@ -28,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import IO, Self
 
 import pytest
 from tests.cluster.controlplane import ControlPlane, binaries_or_skip, free_ports, wait_for
@@ -38,6 +39,9 @@ POD_CIDR = "10.244.0.0/24"
 BRIDGE = "atlasrun0"
 BRIDGE_IP = "10.244.0.1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+# One node per host at a time: the bridge, the pod CIDR, iptables chains and kube-router's state
+# are host-wide. A second test run waits here (and says so) instead of fighting over them.
+HOST_LOCK = Path(os.environ.get("ATLASRUN_NODE_LOCK", "/run/lock/atlasrun-node.lock"))
 
 
 class NodeUnavailable(RuntimeError):
@@ -149,10 +153,12 @@ class Node:
         self.startup_seconds = 0.0
         self.timings: dict[str, float] = {}
         self._procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-        self._iptables: list[list[str]] = []
+        self._iptables: list[tuple[str, list[str]]] = []  # (table, chain + rule) we inserted
         self._bridge = False
         self._chains_before: dict[tuple[str, str], set[str]] | None = None
         self.registry = ""  # host:port of the node's image registry (docker-registry on loopback)
+        self._lock: IO[str] | None = None
+        self._kubelet_args: list[str] = []
 
     def __enter__(self) -> Self:
         return self.start()
@@ -162,6 +168,7 @@ class Node:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Self:
+        self._take_host_lock()
         t0 = time.monotonic()
         self.workdir = Path(tempfile.mkdtemp(prefix="atlasrun-node-", dir="/var/tmp"))
         atexit.register(self.stop)
@@ -202,8 +209,8 @@ class Node:
         if self._chains_before is not None:
             _remove_new_chains(self._chains_before)
             self._chains_before = None
-        for rule in reversed(self._iptables):
-            subprocess.run(["iptables", "-D", *rule], capture_output=True, check=False)
+        for table, rule in reversed(self._iptables):
+            subprocess.run(["iptables", "-t", table, "-D", *rule], capture_output=True, check=False)
         self._iptables.clear()
         if self._bridge:
             subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
@@ -211,6 +218,60 @@ class Node:
         if self.workdir != Path():
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = Path()
+        if self._lock is not None:
+            self._lock.close()  # releases the flock
+            self._lock = None
+
+    def _take_host_lock(self) -> None:
+        HOST_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(HOST_LOCK, "a+")  # noqa: SIM115  (held until stop())
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            print(
+                f"\nnode: {HOST_LOCK} is held by {lock.read().strip() or 'another run'}; waiting", flush=True
+            )
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}\n")
+        lock.flush()
+        self._lock = lock
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """What a killed earlier run (SIGKILL: no teardown) left behind; we hold the host lock, so
+        nothing else uses these: its shims and containers, mounts, bridge, work directories."""
+        foreign = False
+        for old in Path("/var/tmp").glob("atlasrun-node-*"):
+            users = _processes_using(old)
+            if users:  # a node of code that does not take the host lock: never touch it
+                print(
+                    f"\nnode: {old} is in use by pids {users[:5]}, a node not holding {HOST_LOCK}", flush=True
+                )
+                foreign = True
+                continue
+            self.workdir = old
+            self._kill_containers()
+            self._kill_leftover_shims()
+            self._unmount_under(old)
+            shutil.rmtree(old, ignore_errors=True)
+            if self.paths.get("KUBE_ROUTER"):
+                subprocess.run(
+                    [self.paths["KUBE_ROUTER"], "--cleanup-config"], capture_output=True, check=False
+                )
+        self.workdir = Path()
+        if foreign:
+            return  # its bridge and rules are its own (if its bridge exists, start() fails clearly)
+        for rule in (
+            ["FORWARD", "-s", POD_CIDR, "-j", "ACCEPT"],
+            ["FORWARD", "-d", POD_CIDR, "-j", "ACCEPT"],
+        ):
+            while subprocess.run(["iptables", "-D", *rule], capture_output=True).returncode == 0:
+                pass
+        if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
+            subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
 
     # ------------------------------------------------------------------ helpers
     def log(self, component: str) -> str:
@@ -224,31 +285,25 @@ class Node:
             check=True,
         )
 
-    def buildah(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """buildah with its own storage in the node's work directory (vfs, no daemon)."""
-        store = self.workdir / "buildah"
-        base = [
-            "buildah",
-            "--root",
-            str(store / "root"),
-            "--runroot",
-            str(store / "run"),
-            "--storage-driver",
-            "vfs",
-        ]
-        return subprocess.run([*base, *args], capture_output=True, text=True, check=True)
-
     def push_oci_archive(self, archive: Path, repo: str) -> str:
-        """Push an OCI archive to the node's registry; returns ``host:port/repo@sha256:...``."""
-        image = self.buildah("pull", "--quiet", f"oci-archive:{archive}").stdout.strip().splitlines()[-1]
+        """Push an OCI archive to the node's registry as is (skopeo, blobs unchanged, so the
+        manifest digest is the archive's); returns ``host:port/repo@sha256:...``."""
         digest_file = self.workdir / f"{repo.replace('/', '_')}.digest"
-        self.buildah(
-            "push",
-            "--tls-verify=false",
-            "--digestfile",
-            str(digest_file),
-            image,
-            f"docker://{self.registry}/{repo}:latest",
+        subprocess.run(
+            [
+                "skopeo",
+                "copy",
+                "--quiet",
+                "--dest-tls-verify=false",
+                "--preserve-digests",
+                "--digestfile",
+                str(digest_file),
+                f"oci-archive:{archive}",
+                f"docker://{self.registry}/{repo}:latest",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return f"{self.registry}/{repo}@{digest_file.read_text().strip()}"
 
@@ -257,6 +312,43 @@ class Node:
         tar = self.workdir / f"{binary.name}.tar"
         static_image_tar(binary, image, tar)
         self.ctr("images", "import", "--local", str(tar))
+
+    def restart_kubelet(self, down_seconds: float = 0.0) -> float:
+        """Stop the kubelet (SIGTERM; pods and containers keep running under containerd), wait
+        ``down_seconds``, start it again with the same flags; returns seconds until Ready again."""
+        for i, (name, proc) in enumerate(self._procs):
+            if name == "kubelet":
+                proc.terminate()
+                proc.wait(timeout=30)
+                del self._procs[i]
+                break
+        time.sleep(down_seconds)
+        t = time.monotonic()
+        self._spawn("kubelet", self._kubelet_args)
+        self._wait_ready()
+        return time.monotonic() - t
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's processes through containerd (``containerd://<id>`` or ``<id>``)."""
+        self.ctr("tasks", "kill", "--signal", "SIGKILL", container_id.removeprefix("containerd://"))
+
+    def expose_api_server(self) -> str:
+        """Make the ``kubernetes`` Service (its ClusterIP, port 443) reach the API server from pods,
+        as kube-proxy would: DNAT to the API server on loopback (``route_localnet`` on the bridge
+        only). Pods reach the ClusterIP through their default route. Returns the ClusterIP."""
+        ip = self.cp.kubectl(
+            "get", "service", "kubernetes", "-n", "default", "-o", "jsonpath={.spec.clusterIP}"
+        )
+        cluster_ip = ip.stdout.strip()
+        api_port = self.cp.server.rsplit(":", 1)[1]
+        Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/route_localnet").write_text("1")
+        rule = ["PREROUTING", "-i", BRIDGE, "-d", cluster_ip, "-p", "tcp", "--dport", "443"]
+        self._insert_rule("nat", [*rule, "-j", "DNAT", "--to-destination", f"127.0.0.1:{api_port}"])
+        return cluster_ip
+
+    def _insert_rule(self, table: str, rule: list[str]) -> None:
+        subprocess.run(["iptables", "-t", table, "-I", *rule], check=True, capture_output=True)
+        self._iptables.append((table, rule))
 
     @property
     def _sock(self) -> Path:
@@ -296,8 +388,7 @@ class Node:
                 ["FORWARD", "-s", POD_CIDR, "-j", "ACCEPT"],
                 ["FORWARD", "-d", POD_CIDR, "-j", "ACCEPT"],
             ):
-                subprocess.run(["iptables", "-I", *rule], check=True)
-                self._iptables.append(rule)
+                self._insert_rule("filter", rule)
         cni = self.workdir / "cni"
         cni.mkdir()
         (cni / "10-atlasrun.conflist").write_text(
@@ -310,6 +401,9 @@ class Node:
                             "type": "bridge",
                             "bridge": BRIDGE,
                             "isGateway": True,
+                            # A default route in each pod's netns (via the bridge): Service IPs
+                            # such as the `kubernetes` Service are reached through it (expose_api_server).
+                            "isDefaultGateway": True,
                             "ipMasq": False,
                             "ipam": {
                                 "type": "host-local",
@@ -411,20 +505,20 @@ state = "{state}"
             "serializeImagePulls": False,
         }
         (self.workdir / "kubelet.json").write_text(json.dumps(config))
-        self._spawn(
-            "kubelet",
-            [
-                self.paths["KUBELET"],
-                f"--config={self.workdir / 'kubelet.json'}",
-                f"--kubeconfig={kubeconfig}",
-                f"--root-dir={self.workdir / 'kubelet'}",
-                f"--cert-dir={self.workdir / 'kubelet-pki'}",
-                f"--hostname-override={self.name}",
-                f"--node-ip={BRIDGE_IP}",
-                "--v=1",
-            ],
-        )
+        self._kubelet_args = [
+            self.paths["KUBELET"],
+            f"--config={self.workdir / 'kubelet.json'}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={self.workdir / 'kubelet'}",
+            f"--cert-dir={self.workdir / 'kubelet-pki'}",
+            f"--hostname-override={self.name}",
+            f"--node-ip={BRIDGE_IP}",
+            "--v=1",
+        ]
+        self._spawn("kubelet", self._kubelet_args)
+        self._wait_ready()
 
+    def _wait_ready(self) -> None:
         def ready() -> bool:
             self._alive("kubelet")
             out = self.cp.kubectl(
@@ -543,6 +637,19 @@ state = "{state}"
         mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
         for mnt in sorted((m for m in mounts if m.startswith(str(root))), key=len, reverse=True):
             subprocess.run(["umount", "-l", mnt], capture_output=True, check=False)
+
+
+def _processes_using(path: Path) -> list[int]:
+    """Live processes whose command line names ``path`` (a node's containerd, kubelet, shims)."""
+    pids = []
+    for proc_dir in Path("/proc").iterdir():
+        if proc_dir.name.isdigit():
+            try:
+                if str(path).encode() in (proc_dir / "cmdline").read_bytes():
+                    pids.append(int(proc_dir.name))
+            except OSError:
+                continue
+    return pids
 
 
 def _chains() -> dict[tuple[str, str], set[str]]:

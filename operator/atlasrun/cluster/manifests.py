@@ -259,7 +259,12 @@ def _seed_data(body: RunSpecBody, runner_image: str, data_mount: dict[str, Any])
         [],
         [{"name": DATA_SOURCE, "mountPath": DATA_SOURCE_PATH, "readOnly": True}, data_mount],
     )
-    seed["command"] = ["cp", "-a", f"{DATA_SOURCE_PATH}/.", f"{body.data_mount}/"]
+    # Each top-level entry with cp -a (modes, times, links), never the data volume's root itself:
+    # the runner's UID does not own that directory, so preserving its times would fail the copy.
+    seed["command"] = [
+        "find", DATA_SOURCE_PATH, "-mindepth", "1", "-maxdepth", "1",
+        "-exec", "cp", "-a", "{}", f"{body.data_mount}/", ";",
+    ]  # fmt: skip
     return [seed]
 
 

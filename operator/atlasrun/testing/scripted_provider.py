@@ -113,12 +113,13 @@ class _Server(ThreadingHTTPServer):
 class ScriptedProvider:
     """``with ScriptedProvider(script) as p:`` then use ``p.api_base`` with model ``openai/<name>``."""
 
-    def __init__(self, script: Script, port: int = 0) -> None:
+    def __init__(self, script: Script, port: int = 0, host: str = "127.0.0.1") -> None:
+        """``host``: the address to listen on (a real node's pods reach the host at its bridge IP)."""
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.closing = threading.Event()  # releases requests held by ``Reply(hang=True)``
-        self._server = _Server(("127.0.0.1", port), _Handler)
+        self._server = _Server((host, port), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="scripted-provider", daemon=True

@@ -1,0 +1,451 @@
+"""AtlasRuns on the real node: the project's images in the node's registry, the starter workspace
+as a read-only PersistentVolume, moto's S3 and the scripted model on the node's bridge address.
+
+    env = node_run_env  (session fixture, shares tests.cluster.node.node_cluster)
+    env.images["runner"]               # 127.0.0.1:<port>/atlasrun/runner@sha256:...
+    env.manifest("sweep", parallelism=4)
+    with env.operator(): ...           # the operator as a host process with the chart's RBAC
+    env.recorder.pods                  # every pod of the namespace as last seen (kept after deletion)
+
+The six starter tasks below need only four servers (filesystem, memory, git, calculator): each
+pod carries the sidecars its item needs, from images built by images/build.sh (node_images.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from tests.cluster import node_images
+from tests.cluster.controlplane import ControlPlane, wait_for
+from tests.cluster.node import Node
+
+from atlasrun.cluster.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, WorkUnit
+from atlasrun.servers.catalog import load_catalog
+from atlasrun.servers.instance import free_port
+from atlasrun.starter.workspace import create_workspace
+from atlasrun.tasks.loader import load_tasks
+from atlasrun.tasks.model import Task
+from atlasrun.testing.scripted_provider import ScriptedProvider
+
+REPO = Path(__file__).resolve().parents[2]
+GROUP_PATH = "/apis/atlasrun.dev/v1alpha1"
+NAMESPACE = "atlas-node"
+TASK_IDS = [
+    "rate-limit-change",
+    "release-commit",
+    "release-meeting-actions",
+    "platform-team-commits",
+    "csv-export-branch",
+    "customer-renewals",
+]
+SERVER_PORTS = {"filesystem": 9101, "memory": 9102, "git": 9103, "calculator": 9104}
+MODELS = ("sharp", "sloppy")
+MODEL_KEY = "sk-node-secret-value"
+
+
+def node_tasks() -> list[Task]:
+    tasks = {t.id: t for t in load_tasks(REPO / "examples" / "starter" / "tasks.yaml").tasks}
+    return [tasks[i] for i in TASK_IDS]
+
+
+def tasks_yaml(tasks: list[Task]) -> str:
+    return yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in tasks]})
+
+
+class Gate:
+    """Holds the first model request of one (model, task) item until released: a test knows the
+    item's runner is mid-task (tools listed, waiting for the model) while it injects a fault."""
+
+    def __init__(self, tasks: list[Task]) -> None:
+        self._ids = {t.prompt: t.id for t in tasks}
+        self._armed: tuple[str, str] | None = None
+        self.arrived = threading.Event()
+        self._released = threading.Event()
+
+    def arm(self, model: str, task_id: str) -> None:
+        self.arrived.clear()
+        self._released.clear()
+        self._armed = (model, task_id)
+
+    def release(self) -> None:
+        self._armed = None
+        self._released.set()
+
+    def wrap(self, script: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        def gated(body: dict[str, Any]) -> Any:
+            messages = body["messages"]
+            item = (body["model"].rsplit("/", 1)[-1], self._ids.get(messages[-1]["content"], ""))
+            if len(messages) == 1 and self._armed == item:
+                self._armed = None  # once: a re-run of the item passes
+                self.arrived.set()
+                self._released.wait(300)
+            return script(body)
+
+        return gated
+
+
+def item_of(pod: dict[str, Any]) -> tuple[str, str]:
+    """(model, task id) of the item a run pod works on (its WorkUnit and completion index)."""
+    runner = next(c for c in pod["spec"]["containers"] if c["name"] == RUNNER)
+    unit = WorkUnit.model_validate_json(next(e["value"] for e in runner["env"] if e["name"] == ENV_WORK_UNIT))
+    task_id, _ = unit.item(int(pod["metadata"]["annotations"][ANNOTATION_INDEX]))
+    return unit.model, task_id
+
+
+class PodRecorder:
+    """Polls the namespace's pods and keeps the last seen state of each (pods of finished Jobs are
+    deleted once the operator has counted them; the tests still want their container states)."""
+
+    def __init__(self, api: httpx.Client, namespace: str, interval: float = 0.5) -> None:
+        self.api, self.namespace, self.interval = api, namespace, interval
+        self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="pod-recorder", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                items = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods").json().get("items", [])
+                for pod in items:
+                    self.pods[pod["metadata"]["uid"]] = pod
+            except (httpx.HTTPError, ValueError):
+                pass
+            self._stop.wait(self.interval)
+
+    def of_run(self, run: str) -> list[dict[str, Any]]:
+        return [
+            p for p in self.pods.values() if p["metadata"].get("labels", {}).get("atlasrun.dev/run") == run
+        ]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+@dataclass
+class NodeRunEnv:
+    cp: ControlPlane
+    node: Node
+    api: httpx.Client
+    images: dict[str, str]
+    s3: str
+    provider: ScriptedProvider
+    tasks: list[Task]
+    workspace: Path  # the host copy behind the PersistentVolume
+    operator_kubeconfig: Path
+    recorder: PodRecorder
+    gate: Gate
+    namespace: str = NAMESPACE
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def manifest(self, name: str, **cluster: Any) -> dict[str, Any]:
+        """An AtlasRun of MODELS x the six tasks with the four sidecars, images by digest."""
+        catalog = load_catalog()
+        inline = []
+        for server, port in SERVER_PORTS.items():
+            spec = catalog.get(server).model_dump(by_alias=True, exclude_none=True)
+            spec.update({"image": self.images[f"mcp-{server}"], "port": port})
+            inline.append(spec)
+        host, port = self.provider.api_base.split("//", 1)[1].split("/", 1)[0].split(":")
+        return {
+            "apiVersion": "atlasrun.dev/v1alpha1",
+            "kind": "AtlasRun",
+            "metadata": {"name": name},
+            "spec": {
+                "tasks": {"configMap": "node-tasks"},
+                "models": [
+                    {
+                        "name": m,
+                        "model": f"openai/{m}",
+                        "apiBase": self.provider.api_base,
+                        "maxConcurrency": 4,
+                        "apiKeySecret": {"name": "model-key", "key": "key"},
+                        "apiKeyEnv": "OPENAI_API_KEY",
+                        "egress": {"hosts": [host], "ports": [int(port)]},
+                    }
+                    for m in MODELS
+                ],
+                "servers": {"inline": inline, "enabled": list(SERVER_PORTS)},
+                "parallelism": 4,
+                "limits": {"retryBackoffSeconds": 0},
+                "output": {"bucket": "results", "prefix": "node", "credentialsSecret": "s3-credentials"},
+                "cluster": {
+                    "runnerImage": self.images["runner"],
+                    "itemsPerJob": 3,
+                    "dataVolume": {"persistentVolumeClaim": {"claimName": "workspace", "readOnly": True}},
+                    **cluster,
+                },
+            },
+        }
+
+    def first_turns(self, since: int = 0) -> list[tuple[str, str]]:
+        """(model, task id) of every model request that started an item, from request ``since``."""
+        ids = {t.prompt: t.id for t in self.tasks}
+        return [
+            (r["model"].rsplit("/", 1)[-1], ids.get(r["messages"][-1]["content"], "?"))
+            for r in self.provider.requests[since:]
+            if len(r["messages"]) == 1
+        ]
+
+    def running_pod(self, run: str, item: tuple[str, str]) -> dict[str, Any]:
+        """The live pod of ``run`` working on ``item`` (model, task id)."""
+
+        def find() -> dict[str, Any] | None:
+            pods = self.api.get(
+                f"/api/v1/namespaces/{self.namespace}/pods",
+                params={"labelSelector": f"atlasrun.dev/run={run}"},
+            ).json()["items"]
+            live = [p for p in pods if p["status"].get("phase") == "Running" and item_of(p) == item]
+            return live[0] if live else None
+
+        return wait_for(find, 300, f"the running pod of {item}")
+
+    def create_run(self, manifest: dict[str, Any]) -> None:
+        self.api.post(f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns", json=manifest).raise_for_status()
+
+    def get_run(self, name: str) -> dict[str, Any]:
+        response = self.api.get(f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns/{name}")
+        response.raise_for_status()
+        return dict(response.json())
+
+    def wait_phase(self, name: str, phases: set[str], timeout: float) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            run = self.get_run(name)
+            return run if run.get("status", {}).get("phase") in phases else None
+
+        return wait_for(reached, timeout, f"AtlasRun {name} phase in {phases}", interval=1.0)
+
+    @contextmanager
+    def operator(self, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
+        """The operator as a host process (kopf), authenticated as the chart's ServiceAccount."""
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.operator_kubeconfig),
+            "ATLAS_S3_ENDPOINT": self.s3,
+            "ATLAS_METRICS_PORT": str(free_port()),
+            "ATLAS_MIN_PASS_INTERVAL": "0.5",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+            **extra_env,
+        }
+        log = self.node.workdir / "operator.log"
+        args = [sys.executable, "-m", "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator"]
+        with log.open("ab") as out:
+            proc = subprocess.Popen([*args, "--namespace", self.namespace], env=env, stdout=out, stderr=out)
+        try:
+            yield proc
+        finally:
+            # The test's runs go with it (the API server's garbage collector removes their Jobs and
+            # pods), so a failed test leaves no pods competing with the next one.
+            for run in (
+                self.api.get(f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns").json().get("items", [])
+            ):
+                self.api.delete(
+                    f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns/{run['metadata']['name']}"
+                )
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def s3_keys(self, prefix: str) -> list[str]:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.s3,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        out = client.list_objects_v2(Bucket="results", Prefix=prefix)
+        return [o["Key"] for o in out.get("Contents", [])]
+
+
+def _secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+
+
+def _workspace_volume(cp: ControlPlane, node: Node, namespace: str) -> Path:
+    """The starter workspace on the host, world-readable, as a pre-bound read-only PV + PVC."""
+    ws = create_workspace(node.workdir / "workspace")
+    subprocess.run(["chmod", "-R", "a+rX", str(ws)], check=True)
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{namespace}-workspace"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadOnlyMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": str(ws), "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": "workspace"},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "workspace", "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadOnlyMany"],
+            "storageClassName": "",
+            "volumeName": pv["metadata"]["name"],  # type: ignore[index]
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([pv, pvc]))
+    wait_for(
+        lambda: (
+            cp.kubectl(
+                "get", "pvc", "workspace", "-n", namespace, "-o", "jsonpath={.status.phase}"
+            ).stdout.strip()
+            == "Bound"
+        ),
+        60,
+        "workspace PVC Bound",
+    )
+    return ws
+
+
+def images_or_skip() -> dict[str, Path]:
+    """The OCI archives of node_images.TARGETS, building what is missing (cached by content)."""
+    try:
+        return node_images.ensure()
+    except node_images.ImagesUnavailable as exc:
+        if os.environ.get("ATLASRUN_REQUIRE_NODE"):
+            pytest.fail(f"ATLASRUN_REQUIRE_NODE is set but the images cannot be built: {exc}")
+        pytest.skip(f"the project's images cannot be built here: {exc}")
+
+
+_shared: list[NodeRunEnv] = []
+
+
+@contextmanager
+def node_run_env_for(cp: ControlPlane, node: Node) -> Iterator[NodeRunEnv]:
+    """Set up (once per session) everything an AtlasRun on the node needs; see the module doc."""
+    if _shared:
+        yield _shared[0]
+        return
+    from moto.server import ThreadedMotoServer
+
+    from cluster.operator_rbac import install_operator_rbac
+    from cluster.test_operator_e2e import scripted
+
+    timings: dict[str, float] = {}
+    t = time.monotonic()
+    archives = images_or_skip()
+    timings["images (build or cache)"] = time.monotonic() - t
+    t = time.monotonic()
+    images = {target: node.push_oci_archive(path, f"atlasrun/{target}") for target, path in archives.items()}
+    timings["push to the node's registry"] = time.monotonic() - t
+    t = time.monotonic()
+    s3_server = ThreadedMotoServer(ip_address=node.ip, port=0)
+    s3_server.start()
+    host, port = s3_server.get_host_and_port()
+    s3 = f"http://{host}:{port}"
+    import boto3
+
+    boto3.client(
+        "s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    ).create_bucket(Bucket="results")
+    cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
+    wait_for(  # not `kubectl wait`: on a loaded host it can fail before the CRD is even listed
+        lambda: (
+            cp.kubectl(
+                "get",
+                "crd",
+                "atlasruns.atlasrun.dev",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                check=False,
+            ).stdout.strip()
+            == "True"
+        ),
+        180,
+        "the AtlasRun CRD Established",
+    )
+    cp.create_namespace(NAMESPACE, {"pod-security.kubernetes.io/enforce": "restricted"})
+    api = cp.client()
+    tasks = node_tasks()
+    base = f"/api/v1/namespaces/{NAMESPACE}"
+    for secret in (
+        _secret("model-key", {"key": MODEL_KEY}),
+        _secret(
+            "s3-credentials",
+            {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"},
+        ),
+    ):
+        api.post(f"{base}/secrets", json=secret).raise_for_status()
+    api.post(
+        f"{base}/configmaps",
+        json={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "node-tasks"},
+            "data": {"tasks.yaml": tasks_yaml(tasks)},
+        },
+    ).raise_for_status()
+    workspace = _workspace_volume(cp, node, NAMESPACE)
+    kubeconfig = install_operator_rbac(cp, NAMESPACE)  # type: ignore[arg-type]
+    recorder = PodRecorder(api, NAMESPACE)
+    timings["S3, namespace, workspace volume, RBAC"] = time.monotonic() - t
+    try:
+        gate = Gate(tasks)
+        with ScriptedProvider(gate.wrap(scripted(tasks)), host=node.ip) as provider:
+            env = NodeRunEnv(
+                cp,
+                node,
+                api,
+                images,
+                s3,
+                provider,
+                tasks,
+                workspace,
+                kubeconfig,
+                recorder,
+                gate,
+                timings=timings,
+            )
+            print("\nnode run env: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+            _shared.append(env)
+            try:
+                yield env
+            finally:
+                gate.release()
+                _shared.clear()
+    finally:
+        recorder.stop()
+        api.close()
+        s3_server.stop()
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def node_run_env(node_cluster: tuple[ControlPlane, Node]) -> Iterator[NodeRunEnv]:
+    cp, node = node_cluster
+    with node_run_env_for(cp, node) as env:
+        yield env
