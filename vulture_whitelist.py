@@ -77,3 +77,10 @@ _.is_installed  # servers/install.py (tests/test_server_install.py)
 _.uses  # servers/catalog.py (tests/test_server_install.py)
 _.threshold_pass_rates  # scoring/stats.py (tests/test_stats.py)
 _.model_tool_metrics  # scoring/tool_metrics.py (tests/test_tool_metrics.py)
+
+# -- pool counters: read by bench/workload.py (the pool counts per run) and tests/test_pool.py
+_.data_copied  # servers.instance.Instance
+_.refreshed  # servers.pool
+_.refresh_copies
+_.refresh_failures
+_.last_refresh_error
