@@ -104,7 +104,8 @@ def test_crd_upgrade_keeps_runs_and_accepts_new_fields(cp: ControlPlane) -> None
     assert "serverside-applied" in result.stdout, result.stdout + result.stderr
     wait_for(lambda: established(cp), 60, "the upgraded CRD established")
     crd = api.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/atlasruns.atlasrun.dev").json()
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    schema = root["spec"]
     assert "placement" in schema["properties"]["cluster"]["properties"]
     assert schema["properties"]["tasks"]["description"]  # descriptions arrived (kubectl explain)
 
@@ -113,7 +114,11 @@ def test_crd_upgrade_keeps_runs_and_accepts_new_fields(cp: ControlPlane) -> None
     for name, old in before.items():
         new = after[name]
         assert new["metadata"]["uid"] == old["metadata"]["uid"], name
-        assert new["spec"] == old["spec"] and new.get("status") == old.get("status"), name
+        # The API server applies the new schema's defaults when it reads a stored object: fields
+        # added since 0.1.0 (spec.cluster.itemsPerPod, status.schemaVersion) appear with their
+        # defaults, nothing else moves.
+        assert new["spec"] == _with_new_defaults(old["spec"], schema), name
+        assert new.get("status") == _with_new_defaults(old.get("status"), root["status"]), name
     assert after["old-plain"]["status"]["progress"] == "3/12"
 
     # Still editable where the spec allows, immutable where it does not (CEL transition rules).
@@ -166,3 +171,15 @@ def test_helm_upgrade_rolls_the_operator_when_the_policy_changes(cp: ControlPlan
         "resyncSeconds=120",
     )
     assert annotation() == before
+
+
+def _with_new_defaults(old: Any, schema: dict[str, Any]) -> Any:
+    """``old`` with the defaults the upgraded ``schema`` gives to object fields it lacks."""
+    if not isinstance(old, dict):
+        return old
+    props = schema.get("properties", {})
+    out = {k: _with_new_defaults(v, props.get(k, {})) for k, v in old.items()}
+    for key, sub in props.items():
+        if key not in out and "default" in sub:
+            out[key] = sub["default"]
+    return out
