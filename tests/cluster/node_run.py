@@ -32,8 +32,8 @@ import yaml
 from tests.cluster import node_images
 from tests.cluster.controlplane import ControlPlane, wait_for
 from tests.cluster.node import Node
+from tests.cluster.pod_unit import pod_item
 
-from atlasrun.cluster.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, WorkUnit
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.instance import free_port
 from atlasrun.starter.workspace import create_workspace
@@ -98,11 +98,9 @@ class Gate:
         return gated
 
 
-def item_of(pod: dict[str, Any]) -> tuple[str, str]:
-    """(model, task id) of the item a run pod works on (its WorkUnit and completion index)."""
-    runner = next(c for c in pod["spec"]["containers"] if c["name"] == RUNNER)
-    unit = WorkUnit.model_validate_json(next(e["value"] for e in runner["env"] if e["name"] == ENV_WORK_UNIT))
-    task_id, _ = unit.item(int(pod["metadata"]["annotations"][ANNOTATION_INDEX]))
+def item_of(pod: dict[str, Any], s3_endpoint: str) -> tuple[str, str]:
+    """(model, task id) of the item a run pod works on (its WorkUnit, plan and completion index)."""
+    unit, task_id, _ = pod_item(pod, s3_endpoint)
     return unit.model, task_id
 
 
@@ -210,7 +208,7 @@ class NodeRunEnv:
                 f"/api/v1/namespaces/{self.namespace}/pods",
                 params={"labelSelector": f"atlasrun.dev/run={run}"},
             ).json()["items"]
-            live = [p for p in pods if p["status"].get("phase") == "Running" and item_of(p) == item]
+            live = [p for p in pods if p["status"].get("phase") == "Running" and item_of(p, self.s3) == item]
             return live[0] if live else None
 
         return wait_for(find, 300, f"the running pod of {item}")

@@ -30,12 +30,12 @@ import httpx
 import pytest
 import yaml
 
-from atlasrun.cluster.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, WorkUnit
 from atlasrun.servers.instance import free_port
 from cluster import test_operator_e2e as e2e
 from cluster.controlplane import ControlPlane, wait_for
 from cluster.node_standin import NodeStandIn
 from cluster.operator_rbac import install_operator_rbac
+from cluster.pod_unit import pod_item
 from cluster.test_operator_e2e import (
     GROUP_PATH,
     TASK_IDS,
@@ -55,13 +55,11 @@ METRICS_JOB = "atlasrun-metrics"  # the metrics Service's name: the ServiceMonit
 RATE_WINDOW = "5m"  # Grafana's $__rate_interval / $__range over the test's few minutes
 
 
-def runner_summary(pod: dict[str, Any]) -> tuple[int, str]:
+def runner_summary(pod: dict[str, Any], s3: str) -> tuple[int, str]:
     """What ``atlas run-task`` would report for the pod's item: ``sharp`` passes everything;
     ``sloppy`` errors on tasks 0 and 3 (provider after nine 429s; an MCP sidecar crash), fails 1
     and 4 (with tool errors), passes 2 and 5."""
-    runner = next(c for c in pod["spec"]["containers"] if c["name"] == RUNNER)
-    unit = WorkUnit.model_validate_json(next(e["value"] for e in runner["env"] if e["name"] == ENV_WORK_UNIT))
-    task, repeat = unit.item(int(pod["metadata"]["annotations"][ANNOTATION_INDEX]))
+    unit, task, repeat = pod_item(pod, s3)
     i = TASK_IDS.index(task)
     summary: dict[str, Any] = {
         "task": task,
@@ -197,7 +195,7 @@ def stack(cp: ControlPlane, s3: str, tmp_path_factory: pytest.TempPathFactory) -
     operator = Operator(kubeconfig, NAMESPACE, s3, metrics_port=port)
     workdir = tmp_path_factory.mktemp("prometheus")
     with (
-        NodeStandIn(api, NAMESPACE, None, instant=runner_summary) as node,
+        NodeStandIn(api, NAMESPACE, None, instant=lambda pod: runner_summary(pod, s3)) as node,
         Prometheus(f"127.0.0.1:{port}", workdir) as prom,
     ):
         operator.start()

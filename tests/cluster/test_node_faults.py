@@ -124,7 +124,7 @@ def test_killed_sidecar_restarts_and_the_item_is_counted_once(node_run_env: Node
         env.gate.release()
         run = _finished(env, "sidecar-kill", since)
     starts = Counter(env.first_turns(since))
-    pods = [p for p in env.recorder.of_run("sidecar-kill") if item_of(p) == target]
+    pods = [p for p in env.recorder.of_run("sidecar-kill") if item_of(p, env.s3) == target]
     outcome = [
         (p["metadata"]["name"], p["status"].get("phase"), _runner_exit(p), _restarts(p, "mcp-filesystem"))
         for p in pods

@@ -1,0 +1,38 @@
+"""The WorkUnit a run pod carries, with its plan resolved: tests that answer for the runner (the
+node stand-in's instant pods, the real node's fault tests) need the pod's item. A unit whose plan
+is by reference (version 2) is resolved from object storage as ``atlas run-task`` does, verified
+against its sha256."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+
+from atlasrun.cluster.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, ChunkPlan, WorkUnit
+
+
+def pod_unit(pod: dict[str, Any], s3_endpoint: str) -> WorkUnit:
+    """The pod's WorkUnit with its items (read from the plan in object storage if need be)."""
+    runner = next(c for c in pod["spec"]["containers"] if c["name"] == RUNNER)
+    unit = WorkUnit.model_validate_json(next(e["value"] for e in runner["env"] if e["name"] == ENV_WORK_UNIT))
+    if unit.plan is None or unit.items:
+        return unit
+    where = urlsplit(unit.plan.uri)
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    data = s3.get_object(Bucket=where.netloc, Key=where.path.lstrip("/"))["Body"].read()
+    return unit.resolve(ChunkPlan.from_bytes(data, unit.plan.sha256))
+
+
+def pod_item(pod: dict[str, Any], s3_endpoint: str) -> tuple[WorkUnit, str, int]:
+    """(unit, task id, repeat) of the item a one-item-per-pod run pod works on."""
+    unit = pod_unit(pod, s3_endpoint)
+    task, repeat = unit.item(int(pod["metadata"]["annotations"][ANNOTATION_INDEX]))
+    return unit, task, repeat
