@@ -6,11 +6,11 @@ against its sha256."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
-import boto3
+from atlasrun.cluster.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, WorkUnit
+from atlasrun.cluster.store import S3Results, read_plan
 
-from atlasrun.cluster.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, ChunkPlan, WorkUnit
+TEST_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}  # moto's
 
 
 def pod_unit(pod: dict[str, Any], s3_endpoint: str) -> WorkUnit:
@@ -19,16 +19,8 @@ def pod_unit(pod: dict[str, Any], s3_endpoint: str) -> WorkUnit:
     unit = WorkUnit.model_validate_json(next(e["value"] for e in runner["env"] if e["name"] == ENV_WORK_UNIT))
     if unit.plan is None or unit.items:
         return unit
-    where = urlsplit(unit.plan.uri)
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-    data = s3.get_object(Bucket=where.netloc, Key=where.path.lstrip("/"))["Body"].read()
-    return unit.resolve(ChunkPlan.from_bytes(data, unit.plan.sha256))
+    plan = read_plan(unit.plan, lambda uri: S3Results(uri, s3_endpoint, env=TEST_CREDENTIALS))
+    return unit.resolve(plan)
 
 
 def pod_item(pod: dict[str, Any], s3_endpoint: str) -> tuple[WorkUnit, str, int]:
