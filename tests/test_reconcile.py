@@ -382,6 +382,21 @@ def test_waiting_pods_name_their_reason() -> None:
     )
 
 
+def test_the_condition_names_the_problem_that_will_not_resolve_by_waiting() -> None:
+    from atlasrun.cluster.observe import _holding
+
+    full = ("Unschedulable", "pod r-c0-1 cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu")
+    pull = ("ImagePullBackOff", "pod r-c0-0 container runner cannot pull reg/runner@sha256:00")
+    quota = ("QuotaExceeded", "the Job controller cannot create pods: exceeded quota")
+    # The pods that cannot pull fill the node; their siblings' Unschedulable is the consequence.
+    assert _holding([full, pull, full], progressing=False) == (pull, full)
+    assert _holding([full, quota], progressing=False) == (quota, full)
+    # Waiting for capacity while other pods of the run are ready is queueing, not a held run.
+    assert _holding([full], progressing=True) == ()
+    assert _holding([full, pull], progressing=True) == (pull,)
+    assert _holding([], progressing=False) == ()
+
+
 def test_a_run_whose_tasks_are_all_excluded_fails_with_a_reason() -> None:
     excluded = TasksObs(pin=PIN, excluded=(("t0", "needs server(s) not enabled: git"), ("t1", "rejected: x")))
     d = decide(snap(body(), excluded))

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import tarfile
 import time
+from typing import Any
 
 import pytest
 from tests.cluster import node_images
+from tests.cluster.controlplane import wait_for
 from tests.cluster.node import node_cluster  # noqa: F401  (fixture)
 from tests.cluster.node_run import NodeRunEnv, node_run_env  # noqa: F401  (fixture)
 
@@ -38,6 +40,15 @@ def test_project_images_by_digest(node_run_env: NodeRunEnv) -> None:  # noqa: F8
     print("\nimages: " + ", ".join(f"{t}={r.split('@')[1][:19]}" for t, r in env.images.items()))
 
 
+def _blocked_by(run: dict[str, Any], reason: str) -> dict[str, Any] | None:
+    if (run.get("status") or {}).get("phase") != "Blocked":
+        return None
+    for c in run["status"].get("conditions") or []:
+        if c["type"] == "Blocked" and c["status"] == "True" and c["reason"] == reason:
+            return dict(c)
+    return None
+
+
 def test_missing_runner_digest_blocks_the_run(node_run_env: NodeRunEnv) -> None:  # noqa: F811
     env = node_run_env
     repo = env.images["runner"].split("@", 1)[0]
@@ -45,10 +56,16 @@ def test_missing_runner_digest_blocks_the_run(node_run_env: NodeRunEnv) -> None:
     t0 = time.monotonic()
     with env.operator():
         env.create_run(manifest)
-        run = env.wait_phase("no-such-digest", {"Blocked"}, timeout=120)
+        # Before the first pull fails, pods that do not fit the node beside the ones pulling may be
+        # seen (Unschedulable); the condition settles on the pull, which never resolves by waiting.
+        condition = wait_for(
+            lambda: _blocked_by(env.get_run("no-such-digest"), "ImagePullBackOff"),
+            240,
+            "AtlasRun no-such-digest Blocked/ImagePullBackOff",
+            interval=1.0,
+        )
         blocked_after = time.monotonic() - t0
         env.api.delete(f"/apis/atlasrun.dev/v1alpha1/namespaces/{env.namespace}/atlasruns/no-such-digest")
-    condition = next(c for c in run["status"]["conditions"] if c["type"] == "Blocked")
     assert condition["status"] == "True" and condition["reason"] == "ImagePullBackOff", condition
     assert "0000000000" in condition["message"] and "runner" in condition["message"]
     print(f"\nrun Blocked/ImagePullBackOff {blocked_after:.1f}s after it was created")

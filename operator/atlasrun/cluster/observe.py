@@ -516,9 +516,26 @@ class Observer:
                             f"the Job controller cannot create pods: {event.get('message', '')}",
                         )
                     )
-        result = tuple(found[:1]) + tuple(p for p in found[1:] if p[0] != found[0][0]) if found else ()
+        result = _holding(found, progressing=any(j.ready for j in live))
         self._health[key] = result
         return result
+
+
+# Which problem names the run's condition when pods wait for several reasons: an image that cannot
+# be pulled never resolves by waiting (and its pods hold the node's capacity, so their siblings
+# report Unschedulable); quota and capacity may free up.
+_PROBLEM_RANK = {"ImagePullBackOff": 0, "QuotaExceeded": 1, "Unschedulable": 2}
+
+
+def _holding(found: list[tuple[str, str]], progressing: bool) -> tuple[tuple[str, str], ...]:
+    """The problems holding a run's pods, most telling first, one per kind. A pod that waits for
+    capacity while others of the run are ready is queueing, not held: Unschedulable then drops."""
+    kept: dict[str, tuple[str, str]] = {}
+    for problem in found:
+        if problem[0] == "Unschedulable" and progressing:
+            continue
+        kept.setdefault(problem[0], problem)
+    return tuple(sorted(kept.values(), key=lambda p: _PROBLEM_RANK.get(p[0], len(_PROBLEM_RANK))))
 
 
 def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
