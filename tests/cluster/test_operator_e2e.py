@@ -33,7 +33,8 @@ from cluster.controlplane import ControlPlane, wait_for
 from cluster.node_standin import NodeStandIn
 from cluster.tenant import control_plane_with_crd, prepare_tenant, s3_bucket
 
-pytestmark = pytest.mark.cluster
+# Runs of real servers through the stand-in wait up to 600 s for a phase on a loaded 2-core host.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 GROUP_PATH = "/apis/atlasrun.dev/v1alpha1"
 PIN = "@sha256:" + "0" * 64
