@@ -352,7 +352,7 @@ def test_status_stays_small_at_a_real_sweep() -> None:
 
 
 def test_waiting_pods_name_their_reason() -> None:
-    from atlasrun.cluster.observe import _pod_problem
+    from atlasrun.cluster.health import pod_problem as _pod_problem
 
     def pod(**status: Any) -> dict[str, Any]:
         return {"metadata": {"name": "r-c0-0-abcde"}, "status": status}
@@ -383,7 +383,7 @@ def test_waiting_pods_name_their_reason() -> None:
 
 
 def test_the_condition_names_the_problem_that_will_not_resolve_by_waiting() -> None:
-    from atlasrun.cluster.observe import _holding
+    from atlasrun.cluster.health import holding as _holding
 
     full = ("Unschedulable", "pod r-c0-1 cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu")
     pull = ("ImagePullBackOff", "pod r-c0-0 container runner cannot pull reg/runner@sha256:00")
