@@ -286,6 +286,53 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(
     assert "sk-e2e-secret-value" not in everything
 
 
+def test_items_per_pod_runs_several_items_in_one_pod_with_real_servers(env: dict[str, Any]) -> None:
+    """``spec.cluster.itemsPerPod: 2``: a pod runs two items one after the other against the same
+    real MCP server processes; the counts and stored results equal those of one item per pod."""
+    api, namespace, node, provider = env["api"], env["namespace"], env["node"], env["provider"]
+    since, pods_before = len(provider.requests), len(node.ran)
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
+    operator.start()
+    try:
+        manifest = run_manifest("batched", provider.api_base, itemsPerPod=2)
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        job = wait_for(
+            lambda: (
+                (
+                    jobs := api.get(
+                        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                        params={"labelSelector": "atlasrun.dev/run=batched"},
+                    ).json()["items"]
+                )
+                and jobs[0]
+            ),
+            120,
+            "the run's first Job",
+        )
+        run = wait_phase(api, namespace, "batched", {"Succeeded", "Failed"}, timeout=600)
+    finally:
+        operator.stop()
+    assert job["spec"]["completions"] == 2  # 3 items per Job, 2 per pod: indexes 0 (2 items) and 1 (1)
+    status = run["status"]
+    assert status["phase"] == "Succeeded" and status["progress"] == "12/12", status
+    models = status["models"]
+    assert (models["sharp"]["scored"], models["sharp"]["passed"]) == (6, 6), models["sharp"]
+    assert (models["sloppy"]["scored"], models["sloppy"]["passed"]) == (6, 3), models["sloppy"]
+    assert len(node.ran) - pods_before == 8  # 2 models x 2 Jobs x 2 pods, not 12
+    starts = _first_turns(provider, since)
+    assert len(starts) == 12 and len(set(starts)) == 12  # every (model, task) ran exactly once
+    import boto3
+
+    objects = boto3.client(
+        "s3",
+        endpoint_url=env["s3"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).list_objects_v2(Bucket="results", Prefix="e2e/batched/tasks/")
+    assert objects.get("KeyCount") == 12, objects
+
+
 def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any]) -> None:
     api, namespace = env["api"], env["namespace"]
     manifest = run_manifest("unpinned", env["provider"].api_base)
