@@ -44,7 +44,7 @@ from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpi
 from atlasrun.cluster.manifests import TASKS_DIR, run_labels
 from atlasrun.cluster.placement import chart_defaults
 from atlasrun.cluster.policy import Policy, blocked, check
-from atlasrun.cluster.queueing import WorkloadReader, inactive, pending
+from atlasrun.cluster.queueing import WorkloadReader, default_queue, inactive, pending, with_default_queue
 from atlasrun.cluster.reconcile import (
     HEALTH_RECHECK_S,
     JobObs,
@@ -75,6 +75,7 @@ class Settings:
     policy: Policy = field(default_factory=Policy)
     placement: Placement = field(default_factory=Placement)
     run_egress: RunEgress = field(default_factory=RunEgress)
+    default_queue: str | None = None  # the chart's kueue.defaultQueueName
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -85,6 +86,7 @@ class Settings:
             Policy.from_env(environ),
             chart_defaults(environ),
             RunEgress.from_env(environ),
+            default_queue(environ),
         )
 
 
@@ -202,6 +204,7 @@ class Observer:
             return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
         if unsupported := cluster_spec_problems(body):
             return Snapshot(body=None, problems=(("InvalidSpec", "; ".join(unsupported)),), **base), ctx
+        body = with_default_queue(body, self.settings.default_queue)
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
         refused = blocked(check(body, self.settings.policy, namespace))
