@@ -15,6 +15,7 @@ registry for ``FROM`` here) and reuses the archives the other node tests use (sa
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -114,7 +115,7 @@ def workspace_storage(cp: ControlPlane, node: Node) -> Path:
         "spec": {
             "capacity": {"storage": "1Gi"},
             "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Delete",
+            "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
             "hostPath": {"path": str(path), "type": "Directory"},
         },
@@ -148,16 +149,21 @@ def test_readme_cluster_quickstart_runs_as_written(
     from cluster.test_operator_e2e import scripted
 
     cp, node = node_cluster
+    # The README's prerequisite `make venv`: up to date, so `make images` does not reinstall the
+    # venv (the scratch checkout links this one's .venv).
+    pyproject = REPO / "pyproject.toml"
+    stamp = REPO / ".venv" / f".deps-{hashlib.sha1(pyproject.read_bytes()).hexdigest()[:12]}"
+    if not stamp.exists() or stamp.stat().st_mtime < pyproject.stat().st_mtime:
+        pytest.fail("the checkout's .venv is not up to date: run make venv (the quick-start's prerequisite)")
     t0 = time.monotonic()
     images_or_skip(tuple(node_images.archives.context.targets()))  # built by other tests' runs, or now
     built = time.monotonic() - t0
     tasks = load_tasks(REPO / "examples" / "starter" / "tasks.yaml").tasks
     node.expose_api_server()
-    wait_for(
-        lambda: cp.kubectl("get", "namespace", "atlasrun-system", check=False).returncode != 0,
-        180,
-        "namespace atlasrun-system gone (an earlier test's)",
-    )
+    for ns in ("atlasrun-system", "evals"):  # the README creates them: an earlier test's must be gone
+        wait_for(
+            lambda ns=ns: cp.kubectl("get", "namespace", ns, check=False).returncode != 0, 180, f"{ns} gone"
+        )
     storage = workspace_storage(cp, node)
     s3_server = ThreadedMotoServer(ip_address=node.ip, port=0)
     s3_server.start()
