@@ -63,10 +63,13 @@ tools: venv
 chart-tools: venv controlplane
 	$(BIN)/python charts/tools.py helm prometheus
 
-# Container images with buildah (images/README.md). No registry for FROM? Use a rootfs:
+# Container images with buildah (images/README.md), built once per content (images/archives.py);
+# PUSH=REGISTRY pushes them there by digest and records the digests in images/images.lock
+# (TLS_VERIFY=false for a plain-HTTP registry). No registry for FROM? Use a rootfs:
 #   images/build.sh base-rootfs /tmp/bookworm-python3.tar && make images BASE_ROOTFS=/tmp/bookworm-python3.tar
 images: venv
-	PYTHON=$(abspath $(BIN)/python) images/build.sh $(IMAGES)
+	PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m images.archives $(if $(PUSH),--push $(PUSH)) \
+	  $(if $(TLS_VERIFY),--tls-verify $(TLS_VERIFY)) $(IMAGES)
 
 # A real Kubernetes control plane for the cluster-mode tests: etcd (Debian etcd-server) plus
 # kube-apiserver, kube-controller-manager and kubectl built from tests/cluster/controlplane/go.mod,

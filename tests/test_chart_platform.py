@@ -1,4 +1,4 @@
-"""The chart's shared-cluster values (policy, runPlacement, runEgress, admissionPolicy) rendered
+"""The chart's shared-cluster values (policy, runPlacement, runEgress, kueue, admissionPolicy) rendered
 by the real helm: the operator reads them through envFrom with its own parsers, a change rolls
 it, the schema refuses bad values, and the ValidatingAdmissionPolicy is well formed. Its behaviour
 on a real API server is in tests/cluster/test_platform.py; the CRD upgrade in
@@ -15,6 +15,7 @@ import yaml
 from atlasrun.cluster.egress import RunEgress
 from atlasrun.cluster.placement import chart_defaults
 from atlasrun.cluster.policy import Policy
+from atlasrun.cluster.queueing import default_queue
 from test_chart import CHART, DIGEST, chart_tools, one, render, run_helm, values_file
 
 README = CHART / "README.md"
@@ -50,9 +51,11 @@ def test_operator_reads_the_policy_configmap_with_its_own_parsers(helm: Path) ->
     egress = RunEgress.from_env(env)
     assert egress.object_store is not None and egress.object_store.ports == [9000]
     assert egress.dns[0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] == "openshift-dns"
+    assert default_queue(env) == "evals"
     defaults = render(helm, "--set", f"image.digest={DIGEST}")
     (cm,) = [d for d in defaults if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-policy")]
     assert Policy.from_env(cm["data"]) == Policy() and RunEgress.from_env(cm["data"]) == RunEgress()
+    assert default_queue(cm["data"]) is None
 
 
 def test_a_changed_policy_rolls_the_operator_and_nothing_else_does(helm: Path) -> None:
@@ -62,6 +65,7 @@ def test_a_changed_policy_rolls_the_operator_and_nothing_else_does(helm: Path) -
         "policy.allowUnpinnedImages=true",
         "runPlacement.dataVolumeSize=8Gi",
         "runEgress.objectStore.ports[0]=9000",
+        "kueue.defaultQueueName=team-a",
     ):
         assert deployment_annotations(render(helm, *base, "--set", change))["checksum/policy"] != first, (
             change
@@ -110,6 +114,7 @@ def test_operator_may_read_kueue_workloads(helm: Path) -> None:
         ("policy.allowedApiHosts[0]=bad host'", "policy.allowedApiHosts"),
         ("policy.namespaceApiHosts.team=x", "policy.namespaceApiHosts.team"),
         ("admissionPolicy.enabled=yes", "admissionPolicy.enabled"),
+        ("kueue.defaultQueueName=Team_A", "kueue.defaultQueueName"),
     ],
 )
 def test_schema_refuses_bad_platform_values(helm: Path, bad: str, where: str) -> None:

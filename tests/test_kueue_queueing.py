@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from atlasrun.cluster.queueing import QUOTA_PENDING, pending
+import pytest
+
+from atlasrun.cluster.queueing import (
+    DEFAULT_QUEUE_ENV,
+    QUOTA_PENDING,
+    default_queue,
+    pending,
+    with_default_queue,
+)
+from atlasrun.errors import InputError
+from atlasrun.runspec.run import RunSpecBody
 
 
 def workload(job: str, *conditions: dict[str, Any], queue: str = "team-a") -> dict[str, Any]:
@@ -67,3 +77,18 @@ def test_deactivated_workloads_of_the_runs_jobs_are_named_for_reactivation() -> 
     jobs = ["r-m-c0", "r-m-c1", "r-m-c2"]
     assert inactive([off, on, default, others], jobs) == ["job-r-m-c0-1a2b3"]
     assert [w["metadata"]["name"] for w in owned([off, others], jobs)] == ["job-r-m-c0-1a2b3"]
+
+
+def test_the_charts_default_queue_applies_only_to_runs_without_one() -> None:
+    plain = RunSpecBody.model_validate({"tasks": {"configMap": "t"}, "models": [{"name": "m"}]})
+    named = RunSpecBody.model_validate(
+        {**plain.model_dump(by_alias=True), "cluster": {"queueName": "team-a"}}
+    )
+    assert with_default_queue(plain, "evals").cluster.queue_name == "evals"
+    assert plain.cluster.queue_name is None  # the parsed spec itself is not changed
+    assert with_default_queue(named, "evals").cluster.queue_name == "team-a"
+    assert with_default_queue(plain, None) is plain
+    assert default_queue({DEFAULT_QUEUE_ENV: " evals "}) == "evals" and default_queue({}) is None
+    with pytest.raises(InputError, match="'Team_A' is not a LocalQueue name") as exc:
+        default_queue({DEFAULT_QUEUE_ENV: "Team_A"})
+    assert exc.value.where == DEFAULT_QUEUE_ENV

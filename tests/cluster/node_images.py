@@ -13,20 +13,16 @@ tests push the archives to the node's registry and reference them by the pushed 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
+from images import archives
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "images"
@@ -37,6 +33,7 @@ TARGETS = ("runner", "operator", *(f"mcp-{s}" for s in SERVERS))
 # overlay (not build.sh's default vfs, which copies the whole tree per layer: ~4x slower here), in
 # a storage root of its own; layers uncompressed (they only travel to the node's local registry).
 STORAGE = {"STORAGE_DRIVER": "overlay", "STORAGE_ROOT": str(CACHE / "storage"), "COMPRESS": "0"}
+NODE_BASE = "localhost/atlasrun-base/node"
 
 
 class ImagesUnavailable(RuntimeError):
@@ -45,17 +42,6 @@ class ImagesUnavailable(RuntimeError):
 
 def _log(message: str) -> None:
     print(f"node-images: {message}", file=sys.stderr, flush=True)
-
-
-def _hash_files(paths: Iterable[Path], h: hashlib._Hash) -> None:
-    for path in sorted(paths):
-        h.update(str(path.relative_to(REPO)).encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
-
-
-def _sources() -> list[Path]:
-    src = REPO / "operator" / "atlasrun"
-    return [p for p in src.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
 
 
 def _host_node() -> tuple[Path, Path]:
@@ -71,9 +57,7 @@ def _host_node() -> tuple[Path, Path]:
 
 def base_key() -> str:
     """The rootfs recipe: the ``base-rootfs`` branch of build.sh (mirrors, packages, options)."""
-    script = (IMAGES / "build.sh").read_text()
-    start = script.index("  base-rootfs)")
-    return hashlib.sha256(script[start : script.index(";;", start)].encode()).hexdigest()[:16]
+    return archives.rootfs_recipe_key()
 
 
 def node_base_key() -> str:
@@ -84,27 +68,8 @@ def node_base_key() -> str:
 
 
 def target_key(target: str) -> str:
-    """Content key of one image: what build.sh reads for it, plus its bases. A sidecar's key covers
-    only its own catalog entry, the mcp-proxy pin and the project version (its tag), so most
-    source or dependency changes rebuild only the runner and operator."""
-    h = hashlib.sha256(target.encode())
-    files = [IMAGES / "build.sh", IMAGES / "context.py"]
-    if target.startswith("mcp-"):
-        files += [IMAGES / "mcp-server" / "Dockerfile", IMAGES / "mcp-server" / "sidecar.py"]
-        catalog = yaml.safe_load((REPO / "operator" / "atlasrun" / "servers" / "catalog.yaml").read_text())
-        entries = [
-            e
-            for e in catalog["servers"]
-            if e["name"] == target.removeprefix("mcp-") or (e.get("package") or {}).get("name") == "mcp-proxy"
-        ]
-        h.update(json.dumps(entries, sort_keys=True, default=str).encode())
-        version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-        h.update(f"{version}\0{node_base_key()}".encode())
-    else:
-        files += [REPO / "pyproject.toml", IMAGES / target / "Dockerfile", *_sources()]
-    _hash_files(files, h)
-    h.update(base_key().encode())
-    return h.hexdigest()[:16]
+    """The content key images/archives.py gives ``target`` with this module's bases."""
+    return archives.content_key(target, base_key(), node_base_key())
 
 
 def archive_path(target: str) -> Path:
@@ -139,7 +104,7 @@ def _base_rootfs() -> Path:
 def _node_base() -> str:
     """A local image with only /usr/local/bin/node and /usr/local/lib/node_modules/npm (what the
     sidecar Dockerfile's ``node`` stage provides), from this host's Node.js."""
-    name = f"localhost/atlasrun-base/node:{node_base_key()}"
+    name = f"{NODE_BASE}:{node_base_key()}"
     root = STORAGE["STORAGE_ROOT"]
     bah = [
         "buildah",
@@ -166,45 +131,37 @@ def _node_base() -> str:
     return name
 
 
+def build_env(*, with_node_base: bool = True) -> dict[str, str]:
+    """build.sh's environment on this machine (what ``make images`` needs here, too): the rootfs
+    base, the host's Node.js as the npm stage, overlay storage, archives cached in CACHE."""
+    python = REPO / ".venv" / "bin" / "python"
+    env = {
+        **os.environ,
+        "BASE_ROOTFS": str(_base_rootfs()),
+        "NODE_IMAGE": _node_base() if with_node_base else f"{NODE_BASE}:{node_base_key()}",
+        "CACHE_DIR": str(CACHE / "build"),
+        "ATLAS_IMAGES_CACHE": str(CACHE),
+        "PYTHON": str(python if python.exists() else sys.executable),
+        **STORAGE,
+    }
+    return env
+
+
 def ensure(targets: Iterable[str] = TARGETS) -> dict[str, Path]:
-    """Build (once per content key) and return target -> OCI archive. Serialised by a lock."""
+    """Build (once per content key, images/archives.py) and return target -> OCI archive."""
     targets = list(targets)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        todo = missing(targets)
-        if todo:
-            if not shutil.which("buildah"):
-                raise ImagesUnavailable("buildah is missing (make node installs it)")
-            t = time.monotonic()
-            env = {
-                **os.environ,
-                "BASE_ROOTFS": str(_base_rootfs()),
-                "PUSH": "0",
-                "CACHE_DIR": str(CACHE / "build"),
-                **STORAGE,
-            }
-            if any(t.startswith("mcp-") for t in todo):
-                env["NODE_IMAGE"] = _node_base()
-            python = REPO / ".venv" / "bin" / "python"
-            env["PYTHON"] = str(python if python.exists() else sys.executable)
-            with tempfile.TemporaryDirectory(prefix="atlasrun-images-", dir=CACHE) as tmp:
-                env["OUT_DIR"], env["LOCK"] = tmp, str(Path(tmp) / "images.lock")
-                for target in todo:  # one at a time: a failure names its target
-                    t1 = time.monotonic()
-                    _run(
-                        ["nice", "-n", "10", "bash", str(IMAGES / "build.sh"), target],
-                        env=env,
-                        stdout=sys.stderr,
-                    )
-                    dest = archive_path(target)
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    for old in dest.parent.glob("*.oci.tar"):
-                        old.unlink()
-                    (Path(tmp) / f"{target}.oci.tar").replace(dest)
-                    _log(f"{target}: built in {time.monotonic() - t1:.0f} s -> {dest}")
-            _log(f"built {', '.join(todo)} in {time.monotonic() - t:.0f} s")
-        return {t: archive_path(t) for t in targets}
+    todo = missing(targets)
+    if todo:
+        if not shutil.which("buildah"):
+            raise ImagesUnavailable("buildah is missing (make node installs it)")
+        t = time.monotonic()
+        env = build_env(with_node_base=any(t.startswith("mcp-") for t in todo))
+        try:
+            archives.ensure(todo, env)
+        except archives.BuildFailed as exc:
+            raise ImagesUnavailable(str(exc)) from exc
+        _log(f"built {', '.join(todo)} in {time.monotonic() - t:.0f} s")
+    return {t: archive_path(t) for t in targets}
 
 
 def main(argv: list[str]) -> int:

@@ -294,10 +294,10 @@ def _workspace_volume(cp: ControlPlane, node: Node, namespace: str) -> Path:
     return ws
 
 
-def images_or_skip() -> dict[str, Path]:
-    """The OCI archives of node_images.TARGETS, building what is missing (cached by content)."""
+def images_or_skip(targets: tuple[str, ...] = node_images.TARGETS) -> dict[str, Path]:
+    """The OCI archives of ``targets``, building what is missing (cached by content)."""
     try:
-        return node_images.ensure()
+        return node_images.ensure(targets)
     except node_images.ImagesUnavailable as exc:
         if os.environ.get("ATLASRUN_REQUIRE_NODE"):
             pytest.fail(f"ATLASRUN_REQUIRE_NODE is set but the images cannot be built: {exc}")

@@ -6,7 +6,9 @@ ClusterQueue's quota, then unsuspends the Job. Over quota, the run is ``Blocked/
 with Kueue's own message and the Jobs stay suspended (the operator never unsuspends them); once
 the quota allows, Kueue admits them and the run is no longer blocked. Suspending the run
 deactivates its Workloads (Kueue suspends the Jobs), resuming reactivates them. A missing
-LocalQueue is explained the same way. The operator runs with the chart's RBAC only (it reads Workloads).
+LocalQueue is explained the same way. A run without ``queueName`` goes to the chart's
+``kueue.defaultQueueName``. The operator runs with the chart's RBAC only (it reads Workloads) and
+the chart's policy ConfigMap as its environment (rendered by ``helm template``).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from cluster.kueue import Kueue, kueue_or_skip
 from cluster.tenant import prepare_tenant
 from cluster.test_operator_e2e import GROUP_PATH, Operator, get_run, run_manifest, starter_tasks
 from cluster.test_operator_scenarios import blocked_reason, condition, events_of
+from cluster.test_platform import policy_env
 
 cp, s3 = e2e.cp, e2e.s3
 pytestmark = pytest.mark.cluster
 NAMESPACE = "atlas-queued"
+DEFAULT_QUEUE = "team-default"  # the chart's kueue.defaultQueueName here
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +47,7 @@ def queued(cp: ControlPlane, s3: str, kueue: Kueue) -> Iterator[dict[str, Any]]:
     api, kubeconfig = prepare_tenant(cp, NAMESPACE, "sk-queued-secret-value", starter_tasks())
     operator = Operator(kubeconfig, NAMESPACE, s3, metrics_port=free_port())
     operator.log = operator.log.with_name(f"atlas-operator-{NAMESPACE}.log")
+    operator.env.update(policy_env(values=[f"kueue.defaultQueueName={DEFAULT_QUEUE}"]))
     operator.start()
     try:
         yield {"api": api, "kueue": kueue}
@@ -171,3 +176,29 @@ def test_a_missing_local_queue_is_explained(queued: dict[str, Any]) -> None:
     assert "no-such-queue" in message, message
     assert all(j["spec"]["suspend"] for j in jobs_of(api, "lost"))
     api.delete(f"{GROUP_PATH}/namespaces/{NAMESPACE}/atlasruns/lost")
+
+
+def test_a_run_without_queue_name_goes_to_the_charts_default_queue(queued: dict[str, Any]) -> None:
+    api, kueue = queued["api"], queued["kueue"]
+    kueue.cluster_queue("fallback", {"cpu": "64", "memory": "64Gi"})
+    kueue.local_queue(NAMESPACE, DEFAULT_QUEUE, "fallback")
+    manifest = run_manifest("unnamed-queue", "http://127.0.0.1:9/v1")
+    assert "queueName" not in manifest["spec"]["cluster"]
+    api.post(f"{GROUP_PATH}/namespaces/{NAMESPACE}/atlasruns", json=manifest).raise_for_status()
+
+    def admitted_by_default_queue() -> bool:
+        jobs = jobs_of(api, "unnamed-queue")
+        workloads = owned_workloads(kueue, jobs)
+        return (
+            bool(jobs)
+            and len(workloads) == len(jobs)
+            and all(w["spec"]["queueName"] == DEFAULT_QUEUE and admitted(w) for w in workloads)
+            and all(not j["spec"].get("suspend") for j in jobs)
+        )
+
+    wait_for(admitted_by_default_queue, 120, f"Kueue to admit the Jobs through {DEFAULT_QUEUE}", interval=0.5)
+    jobs = jobs_of(api, "unnamed-queue")
+    assert all(j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == DEFAULT_QUEUE for j in jobs)
+    run = get_run(api, NAMESPACE, "unnamed-queue")
+    assert "queueName" not in run["spec"]["cluster"]  # the default is the operator's, not written back
+    api.delete(f"{GROUP_PATH}/namespaces/{NAMESPACE}/atlasruns/unnamed-queue")

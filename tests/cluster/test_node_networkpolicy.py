@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.cluster.controlplane import ControlPlane, wait_for
@@ -63,50 +64,21 @@ def listeners(node_cluster: tuple[ControlPlane, Node]) -> Iterator[Listeners]:  
     ls.close()
 
 
-def test_egress_allow_list_enforced(
-    node_cluster: tuple[ControlPlane, Node],  # noqa: F811
-    listeners: Listeners,
-    tmp_path: Path,
-) -> None:
-    cp, node = node_cluster
-    t0 = time.monotonic()
+def probe_under_policy(
+    cp: ControlPlane, node: Node, listeners: Listeners, ns: str, policy: dict[str, Any], tmp_path: Path
+) -> tuple[str, dict[str, str]]:
+    """Apply ``policy`` and a restricted probe pod labelled like a run's pod (the policy's
+    ``podSelector``) in ``ns``; once kube-router holds the pod's rules, release the go-listener.
+    Returns (pod IP, {port: ok|refused|timeout|error}) for the listeners after the go port."""
     probe = tmp_path / "probe"
     subprocess.run(["gcc", "-Os", "-static", "-o", str(probe), str(PROBE_SRC)], check=True)
     node.import_static_image(probe, PROBE_IMAGE)
-    go, model, s3, undeclared = listeners.ports
-    ns = "node-netpol"
     cp.create_namespace(ns, {"pod-security.kubernetes.io/enforce": "restricted"})
-    host = f"{node.ip}/32"
-    policy = {  # the shape of operator/atlasrun/cluster/manifests.py's vanilla policy
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": "run-egress", "namespace": ns},
-        "spec": {
-            "podSelector": {"matchLabels": {"atlasrun.dev/run": "netpol"}},
-            "policyTypes": ["Ingress", "Egress"],
-            "egress": [
-                {
-                    "to": [
-                        {
-                            "namespaceSelector": {
-                                "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
-                            },
-                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                        }
-                    ],
-                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-                },
-                {
-                    "to": [{"ipBlock": {"cidr": host}}],
-                    "ports": [{"protocol": "TCP", "port": p} for p in (go, model, s3)],
-                },
-            ],
-        },
-    }
+    labels = policy["spec"]["podSelector"]["matchLabels"]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "probe", "namespace": ns, "labels": {"atlasrun.dev/run": "netpol"}},
+        "metadata": {"name": "probe", "namespace": ns, "labels": labels},
         "spec": {
             "restartPolicy": "Never",
             "containers": [
@@ -114,7 +86,7 @@ def test_egress_allow_list_enforced(
                     "name": "probe",
                     "image": PROBE_IMAGE,
                     "imagePullPolicy": "Never",
-                    "args": [node.ip, str(go), str(model), str(s3), str(undeclared)],
+                    "args": [node.ip, *map(str, listeners.ports)],
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
                         "runAsNonRoot": True,
@@ -144,18 +116,50 @@ def test_egress_allow_list_enforced(
     listeners.release()
 
     def message() -> str:
-        out = cp.kubectl(
-            "get",
-            "pod",
-            "probe",
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.status.containerStatuses[0].state.terminated.message}",
-        )
-        return out.stdout
+        jsonpath = "jsonpath={.status.containerStatuses[0].state.terminated.message}"
+        return cp.kubectl("get", "pod", "probe", "-n", ns, "-o", jsonpath).stdout
 
     results = dict(ln.split("=", 1) for ln in wait_for(message, 120, "probe result").splitlines())
+    return ip, results
+
+
+def test_egress_allow_list_enforced(
+    node_cluster: tuple[ControlPlane, Node],  # noqa: F811
+    listeners: Listeners,
+    tmp_path: Path,
+) -> None:
+    cp, node = node_cluster
+    t0 = time.monotonic()
+    go, model, s3, undeclared = listeners.ports
+    ns = "node-netpol"
+    host = f"{node.ip}/32"
+    policy = {  # the shape of operator/atlasrun/cluster/manifests.py's vanilla policy
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "run-egress", "namespace": ns},
+        "spec": {
+            "podSelector": {"matchLabels": {"atlasrun.dev/run": "netpol"}},
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
+                            },
+                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                        }
+                    ],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                },
+                {
+                    "to": [{"ipBlock": {"cidr": host}}],
+                    "ports": [{"protocol": "TCP", "port": p} for p in (go, model, s3)],
+                },
+            ],
+        },
+    }
+    ip, results = probe_under_policy(cp, node, listeners, ns, policy, tmp_path)
     print(f"\nprobe from {ip}: {results} ({time.monotonic() - t0:.1f}s)")
     assert results[str(model)] == "ok"
     assert results[str(s3)] == "ok"

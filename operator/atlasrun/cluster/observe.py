@@ -47,7 +47,7 @@ from atlasrun.cluster.informer import Informers, complete
 from atlasrun.cluster.manifests import TASKS_DIR, label_value, run_labels
 from atlasrun.cluster.placement import chart_defaults
 from atlasrun.cluster.policy import Policy, blocked, check
-from atlasrun.cluster.queueing import WorkloadReader, inactive, pending
+from atlasrun.cluster.queueing import WorkloadReader, default_queue, inactive, pending, with_default_queue
 from atlasrun.cluster.reconcile import (
     JobObs,
     PlannedTask,
@@ -77,6 +77,7 @@ class Settings:
     policy: Policy = field(default_factory=Policy)
     placement: Placement = field(default_factory=Placement)
     run_egress: RunEgress = field(default_factory=RunEgress)
+    default_queue: str | None = None  # the chart's kueue.defaultQueueName
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -87,6 +88,7 @@ class Settings:
             Policy.from_env(environ),
             chart_defaults(environ),
             RunEgress.from_env(environ),
+            default_queue(environ),
         )
 
 
@@ -205,6 +207,7 @@ class Observer:
             return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base), ctx
         if unsupported := cluster_spec_problems(body):
             return Snapshot(body=None, problems=(("InvalidSpec", "; ".join(unsupported)),), **base), ctx
+        body = with_default_queue(body, self.settings.default_queue)
         ctx.body = body
         base["results_uri"] = results_uri(body, name)
         refused = blocked(check(body, self.settings.policy, namespace))

@@ -18,14 +18,22 @@ Kueue v0.15, else ``v1beta1``): the fields used here (conditions, ``spec.active`
 ``spec.queueName``) are the same in both, and the version Kueue itself works in needs no
 conversion. Without Kueue (no such resource) or without the RBAC to read Workloads the reader
 reports nothing and the run simply stays Pending.
+
+The chart's ``kueue.defaultQueueName`` (env ``ATLASRUN_KUEUE_DEFAULT_QUEUE``) is the LocalQueue of
+every run without ``spec.cluster.queueName`` (``with_default_queue``): the operator applies it to
+the parsed spec once, in observe, so every step (Job labels, suspend, QuotaPending) sees one queue.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from atlasrun.errors import InputError
+from atlasrun.runspec.run import RunSpecBody
 
 GROUP, PLURAL = "kueue.x-k8s.io", "workloads"
 VERSIONS = ("v1beta2", "v1beta1")  # newest first
@@ -33,6 +41,29 @@ QUOTA_PENDING = "QuotaPending"
 ADMITTED = ("QuotaReserved", "Admitted")
 
 log = logging.getLogger("atlasrun.queueing")
+DEFAULT_QUEUE_ENV = "ATLASRUN_KUEUE_DEFAULT_QUEUE"
+# A LocalQueue name that is also a valid label value (the Job's kueue.x-k8s.io/queue-name).
+_QUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+def default_queue(environ: Mapping[str, str]) -> str | None:
+    """The chart's ``kueue.defaultQueueName`` (``ATLASRUN_KUEUE_DEFAULT_QUEUE``); None if unset."""
+    name = environ.get(DEFAULT_QUEUE_ENV, "").strip()
+    if name and not _QUEUE_NAME.match(name):
+        raise InputError(
+            f"kueue.defaultQueueName {name!r} is not a LocalQueue name (lowercase letters, digits, "
+            "'-' and '.', at most 63 characters, starting and ending alphanumeric)",
+            where=DEFAULT_QUEUE_ENV,
+        )
+    return name or None
+
+
+def with_default_queue(body: RunSpecBody, queue: str | None) -> RunSpecBody:
+    """``body`` with ``spec.cluster.queueName`` set to ``queue`` when the run names none."""
+    if not queue or body.cluster.queue_name:
+        return body
+    cluster = body.cluster.model_copy(update={"queue_name": queue})
+    return body.model_copy(update={"cluster": cluster})
 
 
 def _owner_job(workload: Mapping[str, Any]) -> str | None:
