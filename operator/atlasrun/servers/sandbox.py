@@ -13,10 +13,12 @@ that actually runs, whatever the launch strategy (fresh, pooled, stdio, HTTP):
   data directory read-write only when it is the server's own private copy
   (``isolate_data``), read-only otherwise. Paths keep their host names, so the catalog's
   placeholders need no translation. ``--die-with-parent`` kills the whole sandbox when
-  the runner dies.
+  the runner dies. A server that executes no code (``executes_code: false``) runs as PID 1 of
+  its namespace (``--as-pid-1``: one bwrap process per server); a code-executing one keeps
+  bwrap's reaper as PID 1 (then ``/proc/1/environ`` is that helper's, empty).
 - The environment holds only the entry's declared ``env`` and ``secrets`` plus PATH, HOME
   (the scratch directory) and LANG. bwrap itself is started with that environment and
-  nothing else: inside a PID namespace ``/proc/1/environ`` is bwrap's own helper.
+  nothing else.
 - Without a working bwrap, a server that can execute code (``executes_code: true``)
   refuses to start unless the host allows it (``--unsafe-host-exec``); others run
   unconfined with a warning. Unconfined processes still get ``PR_SET_PDEATHSIG``
@@ -188,6 +190,11 @@ def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str]) -> list[str]:
     """bwrap's options for ``spec`` (everything before ``--chdir``)."""
     network = spec.transport == "http" or bool(spec.egress.hosts or spec.egress.cidrs or spec.egress.ports)
     argv = ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session"]
+    if not spec.executes_code:
+        # The server is its PID namespace's PID 1 (one bwrap process per server, not two); a
+        # server that runs a task's code keeps bwrap's reaper as PID 1, which reaps whatever
+        # that code starts and leaves behind. Either way the namespace dies with its PID 1.
+        argv.append("--as-pid-1")
     argv += _system_binds()
     for name in _ETC + (_ETC_NET if network else ()):
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
