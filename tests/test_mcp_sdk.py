@@ -1,11 +1,21 @@
-"""The harness imports the MCP SDK's client side only (atlasrun/servers/mcp_sdk.py), and the SDK
-stays whole for any other code in the process: its package ``__init__`` runs on first use."""
+"""The harness imports the MCP SDK's client side only (atlasrun/servers/mcp_sdk.py), the SDK
+stays whole for any other code in the process (its package ``__init__`` runs on first use), and
+a server's failure still reaches the harness as a TransportError over stdio and over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+from atlasrun.servers.catalog import load_catalog
+from atlasrun.servers.instance import ServerInstance, TransportError
 
 # The SDK's server side and what only its package __init__ (or an HTTP server) pulls in.
 SERVER_SIDE = (
@@ -64,3 +74,33 @@ def test_the_harness_imports_the_client_side_only_and_the_sdk_stays_whole() -> N
         "server_side_now": True,
         "missing": "module 'mcp' has no attribute 'no_such_name'",
     }
+
+
+def sandbox_of(command: str) -> int:
+    """The pid of this process's child (the server's bwrap) whose command line runs ``command``."""
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        for child in Path(f"/proc/{os.getpid()}/task/{tid}/children").read_text().split():
+            if command in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace"):
+                return int(child)
+    raise AssertionError(f"no child process runs {command}")
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize("server", ["calculator", "calculator-http"])
+async def test_a_server_that_dies_gives_a_transport_error_naming_it(data_dir: Path, server: str) -> None:
+    """Through the client-only SDK imports, over stdio and over streamable HTTP: a call after
+    the server's sandbox was killed raises TransportError, and the instance reports itself broken."""
+    instance = await ServerInstance(load_catalog().get(server), data_dir, "/data").start()
+    try:
+        assert await instance.call("calculate", {"expression": "6*7"}, 30) == ("42", False)
+        if instance.pid is not None:  # an HTTP server: its own process group
+            os.killpg(instance.pid, signal.SIGKILL)
+        else:  # stdio: the sandbox under this process
+            os.kill(sandbox_of("mcp-server-calculator"), signal.SIGKILL)
+        with pytest.raises(TransportError, match=f"server '{server}'"):
+            for _ in range(50):  # the death may be noticed by a later call (no timing asserted)
+                await instance.call("calculate", {"expression": "1+1"}, 30)
+                await asyncio.sleep(0.1)
+        assert instance.broken and server in instance.broken
+    finally:
+        await instance.stop()
