@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -311,6 +312,19 @@ def ns_pids(pid: int) -> list[int]:
     raise AssertionError(f"no NSpid in /proc/{pid}/status")
 
 
+def server_chain(command: str) -> tuple[dict[int, str], list[int]]:
+    """This process's descendants, and the chain of them from its child down to the process
+    that runs ``command`` (the server itself, not a bwrap whose command line names it)."""
+    tree = descendants(os.getpid())
+    found = [p for p, line in tree.items() if Path(command).name in line and exe(p) != "bwrap"]
+    assert len(found) == 1, tree
+    path, pid = [found[0]], found[0]
+    while (parent := int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])) in tree:
+        path.insert(0, parent)
+        pid = parent
+    return tree, path
+
+
 @pytest.mark.parametrize(
     ("server", "chain"),
     [
@@ -330,15 +344,8 @@ async def test_a_server_runs_in_its_own_pid_namespace_and_dies_with_it(
         subprocess.run(["git", "init", "-q"], cwd=data_dir, check=True, env={"PATH": os.environ["PATH"]})
     instance = await ServerInstance(spec, data_dir, "/data").start()
     try:
-        tree = descendants(os.getpid())
-        # The server itself: the process running its command that is not bwrap.
-        found = [p for p, line in tree.items() if Path(str(spec.command)).name in line and exe(p) != "bwrap"]
-        assert len(found) == 1, tree
-        leaf = found[0]
-        path, pid = [leaf], leaf
-        while (parent := int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])) in tree:
-            path.insert(0, parent)
-            pid = parent
+        tree, path = server_chain(str(spec.command))
+        leaf = path[-1]
         names = [exe(p) for p in path]
         assert names == chain, (names, tree)
         assert ns_pids(leaf)[-1] == (1 if len(chain) == 2 else 2)  # PID 1, or 2 under the reaper
@@ -355,6 +362,29 @@ async def test_a_server_runs_in_its_own_pid_namespace_and_dies_with_it(
     while any(alive(p) for p in path) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in path if alive(p) and cmdline(p) == tree[p]]
+
+
+async def test_a_bwrap_without_as_pid_1_runs_every_server_under_its_reaper(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """An older bwrap whose ``--help`` does not list ``--as-pid-1``: the option is not passed,
+    the server runs under bwrap's reaper as before (and starts)."""
+    real = shutil.which("bwrap")
+    assert real
+    old = tmp_path / "old-bwrap"
+    old.write_text(
+        f'#!/bin/sh\n[ "$1" = --help ] && {{ {real} --help | grep -v -e --as-pid-1; exit 0; }}\nexec {real} "$@"\n'
+    )
+    old.chmod(0o755)
+    spec = load_catalog().get("filesystem")
+    instance = await ServerInstance(spec, data_dir, "/data", sandbox=Sandbox(bwrap=str(old))).start()
+    try:
+        _, path = server_chain(str(spec.command))
+        assert [exe(p) for p in path] == ["bwrap", "bwrap", "node"]
+        assert ns_pids(path[-1])[-1] == 2
+        assert (await instance.call("list_allowed_directories", {}, 30))[1] is False
+    finally:
+        await instance.stop()
 
 
 @pytest.fixture
