@@ -151,19 +151,23 @@ class Actor:
             return {}
         from atlasrun.cluster.store import StoreError
 
-        refs: dict[tuple[tuple[str, int], ...], PlanRef] = {}
+        digests: dict[tuple[tuple[str, int], ...], str] = {}
+        new: dict[str, tuple[int, ChunkPlan]] = {}  # digest -> (a chunk index, plan) not stored yet
         for chunk, _ in d.create:
             plan = ChunkPlan(items=list(chunk.items))
-            digest = hashlib.sha256(plan.to_bytes()).hexdigest()
-            known = self._plans.get((base, digest))
-            if known is None:
-                try:
-                    known = store_plan(base, plan, self._open_store)
-                except (StoreError, AtlasError) as exc:
-                    raise UploadFailed(f"cannot store the plan of chunk {chunk.index}: {exc}") from exc
-                self._plans[(base, digest)] = known
-            refs[chunk.items] = known
-        return refs
+            digests[chunk.items] = digest = hashlib.sha256(plan.to_bytes()).hexdigest()
+            if (base, digest) not in self._plans:
+                new.setdefault(digest, (chunk.index, plan))
+        stored = {  # concurrently: a pass that starts many chunks does not wait on each upload
+            digest: (index, self._pool.submit(store_plan, base, plan, self._open_store))
+            for digest, (index, plan) in new.items()
+        }
+        for digest, (index, future) in stored.items():
+            try:
+                self._plans[(base, digest)] = future.result()
+            except (StoreError, AtlasError) as exc:
+                raise UploadFailed(f"cannot store the plan of chunk {index}: {exc}") from exc
+        return {items: self._plans[(base, digest)] for items, digest in digests.items()}
 
     def _open_store(self, uri: str) -> S3Results:
         return S3Results(uri, self.settings.s3_endpoint, attempts=3, backoff_s=0.5)
