@@ -26,7 +26,8 @@ from atlasrun.cluster.contract import ANNOTATION_INDEX, APP, LABEL_APP, LABEL_JO
 
 log = logging.getLogger("atlasrun.informer")
 WATCH_TIMEOUT_S = 290  # the server ends each WATCH after this; it resumes from the last version
-RETRY_S = 2.0
+RETRY_S = 2.0  # after a failed LIST or WATCH; doubles up to MAX_RETRY_S while they keep failing
+MAX_RETRY_S = 60.0
 FINISHED = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
 Obj = dict[str, Any]
@@ -108,17 +109,22 @@ class Informer:
 
     def _run(self) -> None:
         version: str | None = None
+        delay = RETRY_S
         while not self._stop.is_set():
             try:
                 if version is None:
                     version = self._list()
+                    delay = RETRY_S
                 version = self._watch(version)
-            except Exception as exc:  # API unreachable, 410 Gone, a broken stream: LIST again
+            except Exception as exc:  # API unreachable, forbidden, 410 Gone, a broken stream: LIST again
                 if self._stop.is_set():
                     return
-                log.warning("watch of %s in %s: %s; listing again", self._kind(), self.namespace, exc)
+                log.warning(
+                    "watch of %s in %s: %s; listing again in %.0fs", self._kind(), self.namespace, exc, delay
+                )
                 version = None
-                self._stop.wait(RETRY_S)
+                self._stop.wait(delay)
+                delay = min(MAX_RETRY_S, delay * 2)
 
     def _kind(self) -> str:
         return str(getattr(self.list_call, "__name__", "objects")).removeprefix("list_namespaced_")
