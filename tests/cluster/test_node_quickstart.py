@@ -88,7 +88,8 @@ def set_aside(cp: ControlPlane) -> Iterator[None]:
         got = cp.kubectl("get", kind, name, "-o", "json", check=False)
         if got.returncode == 0:
             obj = json.loads(got.stdout)
-            if obj["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") != "Helm":
+            # `helm template | kubectl apply` objects carry the chart's labels but no release annotations.
+            if "meta.helm.sh/release-name" not in (obj["metadata"].get("annotations") or {}):
                 for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
                     obj["metadata"].pop(key, None)
                 saved.append(obj)
