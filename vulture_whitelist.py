@@ -49,7 +49,6 @@ _.completion_time
 
 # -- frameworks calling by name
 _.run_event  # cluster/operator.py: kopf handlers (registered by decorator)
-_.job_event
 _.do_POST  # testing/scripted_provider.py: http.server's handler hooks
 _.log_message
 _.protocol_version

@@ -16,7 +16,9 @@ election on. Writes ``bench/out/operator.json`` and prints the figures with thei
 - ``etcd_bytes_peak`` / ``etcd_bytes_end``: bytes of the live keys under ``/registry`` (etcd's
   range API, sampled every few seconds), ``status_bytes_max`` (the run's status as JSON);
 - ``operator_rss_mb_peak`` (VmHWM), ``idle_writes_per_min`` (operator writes, Lease excluded,
-  during ``--idle-seconds`` after the run ended).
+  during ``--idle-seconds`` after the run ended);
+- ``operator_cpu_s`` (the operator's CPU time during the sweep) and the machine's 1-minute load
+  average during the sweep (``load_avg_1m_mean`` / ``_max``): the figures depend on both.
 """
 
 from __future__ import annotations
@@ -139,6 +141,15 @@ def instant_finish(pod: dict[str, Any]) -> tuple[int, str]:
     if items == 1:
         return 0, json.dumps(SCORED)
     return 0, json.dumps({"status": BATCH, "exit_code": 0, "items": [SCORED] * items}, separators=(",", ":"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (``/proc/<pid>/stat``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -380,9 +391,12 @@ def main() -> None:
                         ),
                     ).raise_for_status()
                     last_print = 0.0
+                    cpu_start = cpu_seconds(operator.pid)
+                    loads: list[float] = []
 
                     def done() -> bool:
                         nonlocal last_print
+                        loads.append(os.getloadavg()[0])
                         peaks["rss"] = max(peaks["rss"], peak_rss_mb(operator.pid))
                         run = api.get(path).json()
                         status = run.get("status") or {}
@@ -397,6 +411,7 @@ def main() -> None:
 
                     wait_for(done, 4 * 3600, "the sweep to finish", interval=1.0)
                     wall = time.perf_counter() - started
+                    operator_cpu = cpu_seconds(operator.pid) - cpu_start
                     t1 = stamp()
                     run = api.get(path).json()
                     status = run["status"]
@@ -453,6 +468,10 @@ def main() -> None:
             "operator_rss_mb_peak": round(peaks["rss"], 1),
             "idle_writes_per_min": round(idle["writes"] * 60 / args.idle_seconds, 2),
             "idle_requests_per_min": round(idle["requests"] * 60 / args.idle_seconds, 2),
+            "operator_cpu_s": round(operator_cpu, 1),
+            "load_avg_1m_mean": round(sum(loads) / max(1, len(loads)), 1),
+            "load_avg_1m_max": round(max(loads, default=0.0), 1),
+            "cpus": os.cpu_count(),
             "work_dir": str(work),
         }
     )
@@ -477,6 +496,7 @@ def main() -> None:
             GOALS["etcd_bytes_end"],
         ),
         ("operator RSS peak (MB)", f"{peaks['rss']:.0f}", GOALS["operator_rss_mb_peak"]),
+        ("operator CPU (s) during the sweep", f"{operator_cpu:.1f}", "-"),
         (
             "idle writes/min (Lease apart)",
             f"{result['idle_writes_per_min']} (Lease {result['lease_writes_per_min']})",
@@ -485,7 +505,9 @@ def main() -> None:
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     print(
-        f"\nAtlasRun operator, sweep {args.sweep} ({items} items), kube-controller-manager QPS {result['kcm_qps']}"
+        f"\nAtlasRun operator, sweep {args.sweep} ({items} items), kube-controller-manager QPS {result['kcm_qps']}, "
+        f"load average (1 min) during the sweep {result['load_avg_1m_mean']} mean, {result['load_avg_1m_max']} max "
+        f"on {result['cpus']} CPUs"
     )
     for i, row in enumerate(rows):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from pathlib import Path
@@ -92,6 +93,8 @@ def cpu_ms(pid: int) -> float:
 
 
 def rss_mb(pids: list[int]) -> float:
+    """The sum of the processes' VmRSS: a page several of them map (the interpreter's or node's
+    code, shared libraries, bwrap's) counts once per process."""
     total = 0
     for pid in pids:
         try:
@@ -101,6 +104,54 @@ def rss_mb(pids: list[int]) -> float:
         except OSError:
             pass
     return total / 1024
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_PRESENT, _PFN = 1 << 63, (1 << 55) - 1
+
+
+def _frames(pid: int) -> set[int] | None:
+    """The physical page frames resident in ``pid``'s memory (``/proc/<pid>/pagemap``); None if
+    the kernel hides frame numbers from this process (they read as 0 without CAP_SYS_ADMIN)."""
+    found: set[int] = set()
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        fd = os.open(f"/proc/{pid}/pagemap", os.O_RDONLY)
+    except OSError:
+        return found  # gone
+    hidden = False
+    try:
+        for line in maps:
+            low, high = (int(x, 16) for x in line.split(maxsplit=1)[0].split("-"))
+            first, count = low // _PAGE, (high - low) // _PAGE
+            for start in range(0, count, 1 << 16):
+                n = min(1 << 16, count - start)
+                try:
+                    entries = os.pread(fd, n * 8, (first + start) * 8)
+                except OSError:
+                    break  # e.g. [vsyscall]
+                for (entry,) in struct.iter_unpack("<Q", entries):
+                    if entry & _PRESENT:
+                        if entry & _PFN:
+                            found.add(entry & _PFN)
+                        else:
+                            hidden = True
+    finally:
+        os.close(fd)
+    return None if hidden and not found else found
+
+
+def unique_mb(pids: list[int]) -> float | None:
+    """Resident memory of the processes together, each physical page counted once (a page two
+    of them share counts once, a page one of them maps twice too); None where frame numbers are
+    hidden (not root). Pages the tree shares with processes outside it count in full."""
+    frames: set[int] = set()
+    for pid in pids:
+        found = _frames(pid)
+        if found is None:
+            return None
+        frames |= found
+    return len(frames) * _PAGE / 2**20
 
 
 class TreeCpu:

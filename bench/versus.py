@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from proctree import TreeCpu, descendants, rss_mb, wait_idle
+from proctree import TreeCpu, descendants, rss_mb, unique_mb, wait_idle
 
 OUT = Path(__file__).parent / "out" / "harness.json"
 # The goals, checked against the medians and paired ratios.
@@ -37,6 +37,7 @@ GOALS = {
     "ratio_c32_tps": ">= 5x the peer",
     "ratio_cpu_per_task": "<= 0.15x the peer",
     "ratio_rss_ready": "<= 0.8x the peer",
+    "ratio_mem_ready": "<= 0.8x the peer",
 }
 
 
@@ -99,12 +100,13 @@ def main() -> None:
         if not args.no_peer:
             try:
                 import peer as peer_mod
-                from workload import make_data
+                from workload import WARM_CONCURRENCY, WARM_TASKS, make_data
 
                 peer_mod.install()
                 peer_ctx = peer_mod.Peer(api_base, make_data(work / "peer"), work / "peer").__enter__()
-                asyncio.run(peer_ctx.run(16, 4))  # warm-up
-                peer_rss = rss_mb([*peer_ctx.pids, *(d for p in peer_ctx.pids for d in descendants(p))])
+                asyncio.run(peer_ctx.run(WARM_TASKS, WARM_CONCURRENCY))  # the same warm-up as AtlasRun's
+                pids = [*peer_ctx.pids, *(d for p in peer_ctx.pids for d in descendants(p))]
+                peer_rss, peer_mem = rss_mb(pids), unique_mb(pids)  # at its last result, as AtlasRun's
             except Exception as exc:  # the peer is optional: say why, keep AtlasRun's figures
                 peer_error = f"{type(exc).__name__}: {exc}"
                 print(f"peer not run: {peer_error}", flush=True)
@@ -115,6 +117,7 @@ def main() -> None:
                 row[f"atlas_c{c}_tps"] = a["tps"]
                 if c == 8:
                     row["atlas_rss_ready_mb"] = a["rss_ready_mb"]
+                    row["atlas_mem_ready_mb"] = a["mem_ready_mb"]
                 else:
                     row["atlas_cpu_ms_per_task"] = a["cpu_ms_per_task"]
                 if peer_ctx is not None:
@@ -128,9 +131,11 @@ def main() -> None:
                         api_base, "pooled", c, args.tasks, work / f"b{rep}-{c}", c == 8, args.baseline
                     )
                     row[f"base_c{c}_tps"] = b["tps"]
-                    row["base_rss_ready_mb" if c == 8 else "base_cpu_ms_per_task"] = b[
-                        "rss_ready_mb" if c == 8 else "cpu_ms_per_task"
-                    ]
+                    if c == 8:
+                        row["base_rss_ready_mb"] = b["rss_ready_mb"]
+                        row["base_mem_ready_mb"] = b["mem_ready_mb"]  # (measured by this bench/workload.py)
+                    else:
+                        row["base_cpu_ms_per_task"] = b["cpu_ms_per_task"]
                 b = atlas_rep(api_base, "fresh", 8, args.tasks, work / f"bf{rep}", False, args.baseline)
                 row["base_fresh_c8_tps"] = b["tps"]
                 row["base_fresh_cpu_ms_per_task"] = b["cpu_ms_per_task"]
@@ -141,6 +146,7 @@ def main() -> None:
             row["atlas_fresh_refresh_copies"] = f["refresh_copies"]  # refreshes that copied data
             if peer_ctx is not None:
                 row["peer_rss_ready_mb"] = peer_rss
+                row["peer_mem_ready_mb"] = peer_mem
             reps.append(row)
             print(
                 f"rep {rep + 1}: " + "  ".join(f"{k}={v:.1f}" for k, v in row.items() if v is not None),
@@ -158,8 +164,9 @@ def main() -> None:
 def report(reps: list[dict[str, float | None]], peer_error: str | None) -> None:
     keys = ["atlas_c8_tps", "atlas_c32_tps", "peer_c8_tps", "peer_c32_tps", "atlas_fresh_c8_tps",
             "atlas_fresh_cpu_ms_per_task", "atlas_cpu_ms_per_task", "peer_cpu_ms_per_task",
-            "atlas_rss_ready_mb", "peer_rss_ready_mb", "load", "base_c8_tps", "base_c32_tps",
-            "base_fresh_c8_tps", "base_fresh_cpu_ms_per_task", "base_cpu_ms_per_task", "base_rss_ready_mb",
+            "atlas_rss_ready_mb", "peer_rss_ready_mb", "atlas_mem_ready_mb", "peer_mem_ready_mb", "load",
+            "base_c8_tps", "base_c32_tps", "base_fresh_c8_tps", "base_fresh_cpu_ms_per_task",
+            "base_cpu_ms_per_task", "base_rss_ready_mb", "base_mem_ready_mb",
             "atlas_fresh_started", "atlas_fresh_refresh_copies"]  # fmt: skip
     result: dict[str, object] = {}
     print("\nmedians")
@@ -175,10 +182,12 @@ def report(reps: list[dict[str, float | None]], peer_error: str | None) -> None:
         "ratio_fresh_c8_tps": ("atlas_fresh_c8_tps", "peer_c8_tps"),
         "ratio_cpu_per_task": ("atlas_cpu_ms_per_task", "peer_cpu_ms_per_task"),
         "ratio_rss_ready": ("atlas_rss_ready_mb", "peer_rss_ready_mb"),
+        "ratio_mem_ready": ("atlas_mem_ready_mb", "peer_mem_ready_mb"),
         "base_ratio_c32_tps": ("base_c32_tps", "peer_c32_tps"),
         "base_ratio_fresh_c8_tps": ("base_fresh_c8_tps", "peer_c8_tps"),
         "base_ratio_cpu_per_task": ("base_cpu_ms_per_task", "peer_cpu_ms_per_task"),
         "base_ratio_rss_ready": ("base_rss_ready_mb", "peer_rss_ready_mb"),
+        "base_ratio_mem_ready": ("base_mem_ready_mb", "peer_mem_ready_mb"),
     }
     print("paired ratios (AtlasRun / peer; median of per-repetition ratios)")
     for name, (ours, theirs) in pairs.items():

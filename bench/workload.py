@@ -9,7 +9,8 @@ calculator), so each task connects to all four. Modes:
   are warmed to the engine's concurrency before the clock starts (a long run's steady state);
 - ``respawn``: every stateful server a new process per task (``ATLAS_FRESH=respawn``).
 
-Prints one JSON line: tasks/s, CPU per task of the whole process tree, RSS ready, and the fresh
+Prints one JSON line: tasks/s, CPU per task of the whole process tree, memory ready (``--rss``:
+the pooled warm-up's tree at its last result, summed VmRSS and each page once), and the fresh
 pools' counts during the measured run (processes started, refreshes, refreshes that copied data).
 The clock starts once the process tree is quiet (``proctree.wait_idle``).
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from proctree import TreeCpu, descendants, rss_mb, wait_idle
+from proctree import TreeCpu, descendants, rss_mb, unique_mb, wait_idle
 
 SERVERS = ("calculator", "filesystem", "memory", "git")
 TOOLS = ["calculator_calculate", "filesystem_list_allowed_directories", "memory_read_graph", "git_git_status"]
@@ -90,19 +91,16 @@ async def run(engine, on_last=None) -> int:  # type: ignore[no-untyped-def]
     return len(results)
 
 
-async def rss_ready(data: Path, exclude: frozenset[int]) -> float:
-    """Harness + the four servers up (shared), after a warm-up: the tree's resident MB."""
-    from atlasrun.servers.catalog import load_catalog
-    from atlasrun.servers.manager import ServerManager
+# The warm-up before every measurement, the peer's too (bench/versus.py): memory "ready" is
+# measured at its last result, both harnesses' servers having served the same tasks.
+WARM_TASKS, WARM_CONCURRENCY = 16, 4
 
-    catalog = load_catalog()
-    catalog = catalog.merged([catalog.get(s).model_copy(update={"stateful": False}) for s in SERVERS])
-    manager = ServerManager(catalog, data)
-    try:
-        await manager.acquire(list(SERVERS))
-        return rss_mb([os.getpid(), *descendants(os.getpid(), exclude)])
-    finally:
-        await manager.close()
+
+def memory_now(exclude: frozenset[int]) -> dict[str, float | None]:
+    """This process's tree (harness + servers + their sandboxes): summed VmRSS, and resident
+    memory with each physical page counted once (``proctree.unique_mb``)."""
+    pids = [os.getpid(), *descendants(os.getpid(), exclude)]
+    return {"rss_ready_mb": rss_mb(pids), "mem_ready_mb": unique_mb(pids), "processes": len(pids)}
 
 
 async def warm_up(engine, mode: str, concurrency: int) -> None:  # type: ignore[no-untyped-def]
@@ -235,23 +233,26 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--rss", action="store_true", help="also measure RSS ready")
+    parser.add_argument(
+        "--rss", action="store_true", help="also measure memory ready (at the warm-up's last result)"
+    )
     parser.add_argument("--profile", type=Path, help="write a pyinstrument profile (text) of the run here")
     args = parser.parse_args()
     if args.mode == "respawn":
         os.environ["ATLAS_FRESH"] = "respawn"
     data = make_data(args.work)
-    exclude = frozenset()
-    warm = make_engine(args.api_base, "pooled", 4, make_tasks(8, "warm"), args.work / "warm", data)
-    asyncio.run(run(warm))
-    ready = asyncio.run(rss_ready(data, exclude)) if args.rss else None
+    exclude: frozenset[int] = frozenset()
+    tasks = make_tasks(WARM_TASKS, "warm")
+    warm = make_engine(args.api_base, "pooled", WARM_CONCURRENCY, tasks, args.work / "warm", data)
+    ready: dict[str, float | None] = {"rss_ready_mb": None, "mem_ready_mb": None}
+    asyncio.run(run(warm, (lambda: ready.update(memory_now(exclude))) if args.rss else None))
     engine = make_engine(
         args.api_base, args.mode, args.concurrency, make_tasks(args.tasks), args.work / "out", data
     )
     done, wall, used, counts = asyncio.run(measured(engine, args.mode, args.concurrency, args.profile))
     harness = counts.pop("harness_cpu_ms") / done
     figures = {"tps": done / wall, "cpu_ms_per_task": used / done, "harness_cpu_ms_per_task": harness}
-    figures |= {"rss_ready_mb": ready, "wall_s": wall, "litellm_imported": "litellm" in sys.modules}
+    figures |= ready | {"wall_s": wall, "litellm_imported": "litellm" in sys.modules}
     print(json.dumps(figures | counts))
 
 

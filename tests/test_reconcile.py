@@ -352,7 +352,7 @@ def test_status_stays_small_at_a_real_sweep() -> None:
 
 
 def test_waiting_pods_name_their_reason() -> None:
-    from atlasrun.cluster.observe import _pod_problem
+    from atlasrun.cluster.health import pod_problem as _pod_problem
 
     def pod(**status: Any) -> dict[str, Any]:
         return {"metadata": {"name": "r-c0-0-abcde"}, "status": status}
@@ -382,8 +382,55 @@ def test_waiting_pods_name_their_reason() -> None:
     )
 
 
+def test_watched_pods_keep_what_counting_reads_and_say_when_every_attempt_is_there() -> None:
+    """The finished-pod informer keeps a trimmed pod; counting a Job from trimmed pods gives the
+    same outcomes as from the full pods, and the cache is complete only once it holds as many
+    Succeeded and Failed attempts as the Job's status counts."""
+    from atlasrun.cluster.informer import complete, trim_pod
+    from atlasrun.cluster.observe import Observer
+
+    def pod(name: str, index: int, phase: str, created: str, message: dict[str, Any]) -> dict[str, Any]:
+        terminated = {"exitCode": 0 if phase == "Succeeded" else 1, "message": json.dumps(message)}
+        return {
+            "metadata": {
+                "name": name,
+                "resourceVersion": "7",
+                "creationTimestamp": created,
+                "labels": {"batch.kubernetes.io/job-name": "j", "atlasrun.dev/run": "r"},
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(index), "other": "x" * 500},
+                "managedFields": [{"manager": "kubelet"}],
+            },
+            "spec": {"containers": [{"name": "runner", "image": "reg/runner@sha256:00"}]},
+            "status": {
+                "phase": phase,
+                "reason": "Evicted" if phase == "Failed" else None,
+                "containerStatuses": [
+                    {"name": "mcp-git", "state": {"terminated": {"message": "sidecar"}}},
+                    {"name": "runner", "state": {"terminated": terminated}},
+                ],
+            },
+        }
+
+    pods = [
+        pod("j-0-a", 0, "Failed", "2026-01-01T00:00:00Z", {"status": "error", "error_kind": "infra"}),
+        pod("j-0-b", 0, "Succeeded", "2026-01-01T00:01:00Z", {"status": "scored", "passed": True}),
+        pod("j-1-a", 1, "Succeeded", "2026-01-01T00:00:00Z", {"status": "scored", "passed": False}),
+    ]
+    job = {"spec": {"template": {"spec": {"containers": []}}}, "status": {"succeeded": 2, "failed": 1}}
+    obs = JobObs(
+        name="j", model="m", chunk=0, completions=2, parallelism=2, completed=frozenset({0, 1}), finished=True
+    )
+    observer = Observer(api=object(), settings=None)  # type: ignore[arg-type]
+    trimmed = [trim_pod(json.loads(json.dumps(p))) for p in pods]
+    assert observer._outcomes("ns", job, obs, trimmed) == observer._outcomes("ns", job, obs, pods)
+    outcomes, _ = observer._outcomes("ns", job, obs, trimmed)
+    assert outcomes is not None and [outcomes[i]["p"] for i in (0, 1)] == [True, False]  # the retry counts
+    assert len(json.dumps(trimmed[0])) < len(json.dumps(pods[0])) / 2
+    assert complete(trimmed, job) and not complete(trimmed[1:], job) and not complete(trimmed[:2], job)
+
+
 def test_the_condition_names_the_problem_that_will_not_resolve_by_waiting() -> None:
-    from atlasrun.cluster.observe import _holding
+    from atlasrun.cluster.health import holding as _holding
 
     full = ("Unschedulable", "pod r-c0-1 cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu")
     pull = ("ImagePullBackOff", "pod r-c0-0 container runner cannot pull reg/runner@sha256:00")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -296,6 +297,94 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def exe(pid: int) -> str:
+    """The program ``pid`` runs, without a version suffix (``python3.11`` -> ``python``)."""
+    return Path(f"/proc/{pid}/exe").resolve().name.rstrip("0123456789.")
+
+
+def ns_pids(pid: int) -> list[int]:
+    """``pid``'s pid in each PID namespace it is in, outermost first (``NSpid``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return [int(p) for p in line.split()[1:]]
+    raise AssertionError(f"no NSpid in /proc/{pid}/status")
+
+
+def server_chain(command: str) -> tuple[dict[int, str], list[int]]:
+    """This process's descendants, and the chain of them from its child down to the process
+    that runs ``command`` (the server itself, not a bwrap whose command line names it)."""
+    tree = descendants(os.getpid())
+    found = [p for p, line in tree.items() if Path(command).name in line and exe(p) != "bwrap"]
+    assert len(found) == 1, tree
+    path, pid = [found[0]], found[0]
+    while (parent := int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])) in tree:
+        path.insert(0, parent)
+        pid = parent
+    return tree, path
+
+
+@pytest.mark.parametrize(
+    ("server", "chain"),
+    [
+        ("filesystem", ["bwrap", "node"]),
+        ("git", ["bwrap", "python"]),
+        ("cli-mcp-server", ["bwrap", "bwrap", "python"]),
+    ],
+)
+async def test_a_server_runs_in_its_own_pid_namespace_and_dies_with_it(
+    data_dir: Path, server: str, chain: list[str]
+) -> None:
+    """A server that runs no task code is PID 1 of a new PID namespace right under one bwrap;
+    a code-executing one runs under bwrap's reaper (PID 1, which reaps what the code leaves).
+    Both see no process of the host's, and stopping the instance ends every process."""
+    spec = load_catalog().get(server)
+    if server == "git":
+        subprocess.run(["git", "init", "-q"], cwd=data_dir, check=True, env={"PATH": os.environ["PATH"]})
+    instance = await ServerInstance(spec, data_dir, "/data").start()
+    try:
+        tree, path = server_chain(str(spec.command))
+        leaf = path[-1]
+        names = [exe(p) for p in path]
+        assert names == chain, (names, tree)
+        assert ns_pids(leaf)[-1] == (1 if len(chain) == 2 else 2)  # PID 1, or 2 under the reaper
+        assert os.readlink(f"/proc/{leaf}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        if spec.executes_code:  # the code sees its sandbox's processes only: reaper, server, itself
+            code = "import os\nprint('pids', *sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"
+            text, is_error = await instance.call("run_command", {"command": f'python3 -c "{code}"'}, 30)
+            first = text.split("\n", 1)[0].split()
+            visible = [int(p) for p in first[1:]] if first[:1] == ["pids"] else first
+            assert not is_error and visible[:2] == [1, 2] and len(visible) == 3, text
+    finally:
+        await instance.stop()
+    deadline = time.monotonic() + 30  # a deadline for the kernel to reap, not a timing assertion
+    while any(alive(p) for p in path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in path if alive(p) and cmdline(p) == tree[p]]
+
+
+async def test_a_bwrap_without_as_pid_1_runs_every_server_under_its_reaper(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """An older bwrap whose ``--help`` does not list ``--as-pid-1``: the option is not passed,
+    the server runs under bwrap's reaper as before (and starts)."""
+    real = shutil.which("bwrap")
+    assert real
+    old = tmp_path / "old-bwrap"
+    old.write_text(
+        f'#!/bin/sh\n[ "$1" = --help ] && {{ {real} --help | grep -v -e --as-pid-1; exit 0; }}\nexec {real} "$@"\n'
+    )
+    old.chmod(0o755)
+    spec = load_catalog().get("filesystem")
+    instance = await ServerInstance(spec, data_dir, "/data", sandbox=Sandbox(bwrap=str(old))).start()
+    try:
+        _, path = server_chain(str(spec.command))
+        assert [exe(p) for p in path] == ["bwrap", "bwrap", "node"]
+        assert ns_pids(path[-1])[-1] == 2
+        assert (await instance.call("list_allowed_directories", {}, 30))[1] is False
+    finally:
+        await instance.stop()
 
 
 @pytest.fixture

@@ -261,6 +261,11 @@ class ControlPlane:
         }
         return self._write_kubeconfig(name, auth, namespace)
 
+    def serving_cert(self, name: str, *hosts: str) -> tuple[Path, Path]:
+        """A serving certificate and key for ``hosts`` (IPs or DNS names) signed by the cluster CA."""
+        self._pki("serving", name, *hosts)
+        return self._path(f"pki/{name}.crt"), self._path(f"pki/{name}.key")
+
     def service_account_token(
         self, namespace: str, name: str, *, expiration_seconds: int = 3600, create: bool = False
     ) -> str:
@@ -372,6 +377,8 @@ class ControlPlane:
         )
         self._pki("client", "admin", ADMIN_USER, "system:masters")
         self._pki("client", "kube-controller-manager", "system:kube-controller-manager")
+        # The API server's identity towards kubelets (kubectl logs/exec/port-forward go through it).
+        self._pki("client", "apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
         self._pki("sa-key")
         # The aggregation layer's front proxy gets its own CA, as in kubeadm clusters.
         self._pki("ca", directory="pki/front-proxy")
@@ -517,6 +524,12 @@ class ControlPlane:
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--proxy-client-cert-file={pki / 'front-proxy/client.crt'}",
                 f"--proxy-client-key-file={pki / 'front-proxy/client.key'}",
+                # To a kubelet (logs, exec): a client certificate, and the kubelet's serving
+                # certificate checked against the cluster CA (a node gets one: serving_cert()).
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+                "--kubelet-preferred-address-types=InternalIP",
                 "--authorization-mode=Node,RBAC",
                 # Added to the default admission chain (which already has PodSecurity since 1.25).
                 "--enable-admission-plugins=NodeRestriction,PodSecurity",

@@ -477,12 +477,16 @@ state = "{state}"
         assert pki is not None
         kubeconfig = self.cp.user_kubeconfig(f"system:node:{self.name}", ["system:nodes"])
         (port,) = free_ports(1)
+        # Signed by the cluster CA, so the API server verifies the kubelet (kubectl logs/exec).
+        cert, key = self.cp.serving_cert(f"kubelet-{self.name}", BRIDGE_IP, self.name)
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             "address": BRIDGE_IP,
             "port": port,
             "readOnlyPort": 0,
+            "tlsCertFile": str(cert),
+            "tlsPrivateKeyFile": str(key),
             "healthzPort": 0,
             "authentication": {
                 "anonymous": {"enabled": False},

@@ -13,7 +13,6 @@ pod carries the sidecars its item needs, from images built by images/build.sh (n
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from tests.cluster import node_images
+from tests.cluster import node_images, tenant
 from tests.cluster.controlplane import ControlPlane, wait_for
 from tests.cluster.node import Node
 from tests.cluster.pod_unit import pod_item
+from tests.cluster.tenant import tasks_yaml  # noqa: F401  (re-exported for the node tests)
 
-from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.instance import free_port
 from atlasrun.starter.workspace import create_workspace
 from atlasrun.tasks.loader import load_tasks
@@ -60,10 +59,6 @@ MODEL_KEY = "sk-node-secret-value"
 def node_tasks() -> list[Task]:
     tasks = {t.id: t for t in load_tasks(REPO / "examples" / "starter" / "tasks.yaml").tasks}
     return [tasks[i] for i in TASK_IDS]
-
-
-def tasks_yaml(tasks: list[Task]) -> str:
-    return yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in tasks]})
 
 
 class Gate:
@@ -153,43 +148,22 @@ class NodeRunEnv:
 
     def manifest(self, name: str, **cluster: Any) -> dict[str, Any]:
         """An AtlasRun of MODELS x the six tasks with the four sidecars, images by digest."""
-        catalog = load_catalog()
-        inline = []
-        for server, port in SERVER_PORTS.items():
-            spec = catalog.get(server).model_dump(by_alias=True, exclude_none=True)
-            spec.update({"image": self.images[f"mcp-{server}"], "port": port})
-            inline.append(spec)
         host, port = self.provider.api_base.split("//", 1)[1].split("/", 1)[0].split(":")
-        return {
-            "apiVersion": "atlasrun.dev/v1alpha1",
-            "kind": "AtlasRun",
-            "metadata": {"name": name},
-            "spec": {
-                "tasks": {"configMap": "node-tasks"},
-                "models": [
-                    {
-                        "name": m,
-                        "model": f"openai/{m}",
-                        "apiBase": self.provider.api_base,
-                        "maxConcurrency": 4,
-                        "apiKeySecret": {"name": "model-key", "key": "key"},
-                        "apiKeyEnv": "OPENAI_API_KEY",
-                        "egress": {"hosts": [host], "ports": [int(port)]},
-                    }
-                    for m in MODELS
-                ],
-                "servers": {"inline": inline, "enabled": list(SERVER_PORTS)},
-                "parallelism": 4,
-                "limits": {"retryBackoffSeconds": 0},
-                "output": {"bucket": "results", "prefix": "node", "credentialsSecret": "s3-credentials"},
-                "cluster": {
-                    "runnerImage": self.images["runner"],
-                    "itemsPerJob": 3,
-                    "dataVolume": {"persistentVolumeClaim": {"claimName": "workspace", "readOnly": True}},
-                    **cluster,
-                },
+        return tenant.run_manifest(
+            name,
+            api_base=self.provider.api_base,
+            models=MODELS,
+            server_ports=SERVER_PORTS,
+            image_of=self.images.__getitem__,
+            tasks_configmap="node-tasks",
+            prefix="node",
+            max_concurrency=4,
+            model_fields={"egress": {"hosts": [host], "ports": [int(port)]}},
+            cluster={
+                "dataVolume": {"persistentVolumeClaim": {"claimName": "workspace", "readOnly": True}},
+                **cluster,
             },
-        }
+        )
 
     def first_turns(self, since: int = 0) -> list[tuple[str, str]]:
         """(model, task id) of every model request that started an item, from request ``since``."""
@@ -278,15 +252,6 @@ class NodeRunEnv:
         return [o["Key"] for o in out.get("Contents", [])]
 
 
-def _secret(name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name},
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
-    }
-
-
 def _workspace_volume(cp: ControlPlane, node: Node, namespace: str) -> Path:
     """The starter workspace on the host, world-readable, as a pre-bound read-only PV + PVC."""
     ws = create_workspace(node.workdir / "workspace")
@@ -348,9 +313,7 @@ def node_run_env_for(cp: ControlPlane, node: Node) -> Iterator[NodeRunEnv]:
     if _shared:
         yield _shared[0]
         return
-    from moto.server import ThreadedMotoServer
-
-    from cluster.operator_rbac import install_operator_rbac
+    from cluster.tenant import install_crd, prepare_tenant, s3_bucket
     from cluster.test_operator_e2e import scripted
 
     timings: dict[str, float] = {}
@@ -361,57 +324,17 @@ def node_run_env_for(cp: ControlPlane, node: Node) -> Iterator[NodeRunEnv]:
     images = {target: node.push_oci_archive(path, f"atlasrun/{target}") for target, path in archives.items()}
     timings["push to the node's registry"] = time.monotonic() - t
     t = time.monotonic()
-    s3_server = ThreadedMotoServer(ip_address=node.ip, port=0)
-    s3_server.start()
-    host, port = s3_server.get_host_and_port()
-    s3 = f"http://{host}:{port}"
-    import boto3
-
-    boto3.client(
-        "s3", endpoint_url=s3, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    ).create_bucket(Bucket="results")
-    cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
-    wait_for(  # not `kubectl wait`: on a loaded host it can fail before the CRD is even listed
-        lambda: (
-            cp.kubectl(
-                "get",
-                "crd",
-                "atlasruns.atlasrun.dev",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                check=False,
-            ).stdout.strip()
-            == "True"
-        ),
-        180,
-        "the AtlasRun CRD Established",
-    )
-    cp.create_namespace(NAMESPACE, {"pod-security.kubernetes.io/enforce": "restricted"})
-    api = cp.client()
-    tasks = node_tasks()
-    base = f"/api/v1/namespaces/{NAMESPACE}"
-    for secret in (
-        _secret("model-key", {"key": MODEL_KEY}),
-        _secret(
-            "s3-credentials",
-            {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"},
-        ),
-    ):
-        api.post(f"{base}/secrets", json=secret).raise_for_status()
-    api.post(
-        f"{base}/configmaps",
-        json={
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "node-tasks"},
-            "data": {"tasks.yaml": tasks_yaml(tasks)},
-        },
-    ).raise_for_status()
-    workspace = _workspace_volume(cp, node, NAMESPACE)
-    kubeconfig = install_operator_rbac(cp, NAMESPACE)  # type: ignore[arg-type]
-    recorder = PodRecorder(api, NAMESPACE)
-    timings["S3, namespace, workspace volume, RBAC"] = time.monotonic() - t
-    try:
+    with ExitStack() as cleanup:
+        s3 = cleanup.enter_context(s3_bucket(node.ip))
+        install_crd(cp)
+        tasks = node_tasks()
+        api, kubeconfig = prepare_tenant(cp, NAMESPACE, MODEL_KEY, tasks, tasks_configmap="node-tasks")
+        cleanup.callback(api.close)
+        workspace = _workspace_volume(cp, node, NAMESPACE)
+        cleanup.callback(shutil.rmtree, workspace, ignore_errors=True)
+        recorder = PodRecorder(api, NAMESPACE)
+        cleanup.callback(recorder.stop)
+        timings["S3, namespace, workspace volume, RBAC"] = time.monotonic() - t
         gate = Gate(tasks)
         with ScriptedProvider(gate.wrap(scripted(tasks)), host=node.ip) as provider:
             env = NodeRunEnv(
@@ -435,11 +358,6 @@ def node_run_env_for(cp: ControlPlane, node: Node) -> Iterator[NodeRunEnv]:
             finally:
                 gate.release()
                 _shared.clear()
-    finally:
-        recorder.stop()
-        api.close()
-        s3_server.stop()
-        shutil.rmtree(workspace, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -19,14 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from atlasrun.servers.instance import free_port
 from cluster import test_operator_e2e as e2e
 from cluster.controlplane import ControlPlane, wait_for
 from cluster.kueue import Kueue, kueue_or_skip
-from cluster.operator_rbac import install_operator_rbac
-from cluster.test_operator_e2e import GROUP_PATH, Operator, _secret, get_run, run_manifest, starter_tasks
+from cluster.tenant import prepare_tenant
+from cluster.test_operator_e2e import GROUP_PATH, Operator, get_run, run_manifest, starter_tasks
 from cluster.test_operator_scenarios import blocked_reason, condition, events_of
 from cluster.test_platform import policy_env
 
@@ -45,27 +44,8 @@ def kueue(cp: ControlPlane) -> Iterator[Kueue]:
 
 @pytest.fixture(scope="module")
 def queued(cp: ControlPlane, s3: str, kueue: Kueue) -> Iterator[dict[str, Any]]:
-    cp.create_namespace(NAMESPACE, {"pod-security.kubernetes.io/enforce": "restricted"})
-    api = cp.client()
-    base = f"/api/v1/namespaces/{NAMESPACE}"
-    for secret in (
-        _secret("model-key", {"key": "sk-queued-secret-value"}),
-        _secret("s3-credentials", {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}),
-    ):
-        api.post(f"{base}/secrets", json=secret).raise_for_status()
-    tasks_yaml = yaml.safe_dump(
-        {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in starter_tasks()]}
-    )
-    api.post(
-        f"{base}/configmaps",
-        json={
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "starter-tasks"},
-            "data": {"tasks.yaml": tasks_yaml},
-        },
-    ).raise_for_status()
-    operator = Operator(install_operator_rbac(cp, NAMESPACE), NAMESPACE, s3, metrics_port=free_port())
+    api, kubeconfig = prepare_tenant(cp, NAMESPACE, "sk-queued-secret-value", starter_tasks())
+    operator = Operator(kubeconfig, NAMESPACE, s3, metrics_port=free_port())
     operator.log = operator.log.with_name(f"atlas-operator-{NAMESPACE}.log")
     operator.env.update(policy_env(values=[f"kueue.defaultQueueName={DEFAULT_QUEUE}"]))
     operator.start()

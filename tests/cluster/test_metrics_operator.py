@@ -34,13 +34,12 @@ from atlasrun.servers.instance import free_port
 from cluster import test_operator_e2e as e2e
 from cluster.controlplane import ControlPlane, wait_for
 from cluster.node_standin import NodeStandIn
-from cluster.operator_rbac import install_operator_rbac
 from cluster.pod_unit import pod_item
+from cluster.tenant import prepare_tenant
 from cluster.test_operator_e2e import (
     GROUP_PATH,
     TASK_IDS,
     Operator,
-    _secret,
     run_manifest,
     starter_tasks,
     wait_phase,
@@ -167,30 +166,7 @@ def scrape(port: int) -> str:
 
 @pytest.fixture(scope="module")
 def stack(cp: ControlPlane, s3: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    cp.create_namespace(NAMESPACE, {"pod-security.kubernetes.io/enforce": "restricted"})
-    api = cp.client()
-    base = f"/api/v1/namespaces/{NAMESPACE}"
-    for secret in (
-        _secret("model-key", {"key": "sk-metrics-secret"}),
-        _secret(
-            "s3-credentials",
-            {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"},
-        ),
-    ):
-        api.post(f"{base}/secrets", json=secret).raise_for_status()
-    tasks_yaml = yaml.safe_dump(
-        {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in starter_tasks()]}
-    )
-    api.post(
-        f"{base}/configmaps",
-        json={
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "starter-tasks"},
-            "data": {"tasks.yaml": tasks_yaml},
-        },
-    ).raise_for_status()
-    kubeconfig = install_operator_rbac(cp, NAMESPACE)
+    api, kubeconfig = prepare_tenant(cp, NAMESPACE, "sk-metrics-secret", starter_tasks())
     port = free_port()
     operator = Operator(kubeconfig, NAMESPACE, s3, metrics_port=port)
     workdir = tmp_path_factory.mktemp("prometheus")

@@ -49,4 +49,10 @@ def test_node_ready_and_runs_a_pod(node_cluster: tuple[ControlPlane, Node]) -> N
 
     wait_for(running, 120, "pause pod Running")
     print(f"pod Running {time.monotonic() - t0:.1f}s after create")
+    # The API server reaches the kubelet (its client certificate; the kubelet's serving
+    # certificate verified against the cluster CA): kubectl logs and exec work.
+    logs = cp.kubectl("logs", "pause", "-n", ns, check=False)
+    assert logs.returncode == 0, logs.stderr
+    version = cp.kubectl("exec", "pause", "-n", ns, "--", "/pause", "-v", check=False)
+    assert version.returncode == 0 and "pause.c" in version.stdout, version.stderr
     cp.kubectl("delete", "pod", "pause", "-n", ns, "--grace-period=1")

@@ -7,7 +7,6 @@ HTTP path to a scripted provider. Stand-in: the node (see node_standin.py).
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -24,17 +23,18 @@ import yaml
 
 from atlasrun.runner.local import run_local
 from atlasrun.runspec.run import load_run_spec
-from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.instance import free_port
 from atlasrun.starter.workspace import create_workspace
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
-from cluster.controlplane import ControlPlane, binaries_or_skip, wait_for
+from cluster import tenant
+from cluster.controlplane import ControlPlane, wait_for
 from cluster.node_standin import NodeStandIn
-from cluster.operator_rbac import install_operator_rbac
+from cluster.tenant import control_plane_with_crd, prepare_tenant, s3_bucket
 
-pytestmark = pytest.mark.cluster
+# Runs of real servers through the stand-in wait up to 600 s for a phase on a loaded 2-core host.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 GROUP_PATH = "/apis/atlasrun.dev/v1alpha1"
 PIN = "@sha256:" + "0" * 64
@@ -91,45 +91,14 @@ def scripted(tasks: list[Task]) -> Any:
 
 @pytest.fixture(scope="module")
 def cp() -> Iterator[ControlPlane]:
-    with ControlPlane(binaries_or_skip()) as plane:
-        plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
-        wait_for(
-            lambda: (
-                plane.kubectl(
-                    "get",
-                    "crd",
-                    "atlasruns.atlasrun.dev",
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                    check=False,
-                ).stdout.strip()
-                == "True"
-            ),
-            60,
-            "CRD established",
-        )
+    with control_plane_with_crd() as plane:
         yield plane
 
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    import boto3
-
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    ).create_bucket(Bucket="results")
-    yield endpoint
-    server.stop()
+    with s3_bucket() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="module")
@@ -137,46 +106,18 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return create_workspace(tmp_path_factory.mktemp("ws") / "workspace")
 
 
-def _secret(name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name},
-        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
-    }
-
-
 def run_manifest(name: str, api_base: str, **cluster: Any) -> dict[str, Any]:
-    catalog = load_catalog()
-    inline = []
-    for server, port in SERVER_PORTS.items():
-        spec = catalog.get(server).model_dump(by_alias=True, exclude_none=True)
-        spec.update({"image": f"registry.example/atlasrun/mcp-{server}{PIN}", "port": port})
-        inline.append(spec)
-    return {
-        "apiVersion": "atlasrun.dev/v1alpha1",
-        "kind": "AtlasRun",
-        "metadata": {"name": name},
-        "spec": {
-            "tasks": {"configMap": "starter-tasks"},
-            "models": [
-                {
-                    "name": m,
-                    "model": f"openai/{m}",
-                    "apiBase": api_base,
-                    "maxConcurrency": 2,
-                    "apiKeySecret": {"name": "model-key", "key": "key"},
-                    "apiKeyEnv": "OPENAI_API_KEY",
-                }
-                for m in ("sharp", "sloppy")
-            ],
-            "servers": {"inline": inline, "enabled": list(SERVER_PORTS)},
-            "parallelism": 4,
-            "limits": {"retryBackoffSeconds": 0},
-            "output": {"bucket": "results", "prefix": "e2e", "credentialsSecret": "s3-credentials"},
-            "cluster": {"runnerImage": f"registry.example/atlasrun/runner{PIN}", "itemsPerJob": 3, **cluster},
-        },
-    }
+    return tenant.run_manifest(
+        name,
+        api_base=api_base,
+        models=("sharp", "sloppy"),
+        server_ports=SERVER_PORTS,
+        image_of=lambda target: f"registry.example/atlasrun/{target}{PIN}",
+        tasks_configmap="starter-tasks",
+        prefix="e2e",
+        max_concurrency=2,
+        cluster=cluster,
+    )
 
 
 class Operator:
@@ -235,29 +176,8 @@ def get_run(api: httpx.Client, namespace: str, name: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def env(cp: ControlPlane, s3: str, workspace: Path) -> Iterator[dict[str, Any]]:
     namespace = "atlas-e2e"
-    cp.create_namespace(namespace, {"pod-security.kubernetes.io/enforce": "restricted"})
-    api = cp.client()
     tasks = starter_tasks()
-    base = f"/api/v1/namespaces/{namespace}"
-    for secret in (
-        _secret("model-key", {"key": "sk-e2e-secret-value"}),
-        _secret(
-            "s3-credentials",
-            {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"},
-        ),
-    ):
-        api.post(f"{base}/secrets", json=secret).raise_for_status()
-    tasks_yaml = yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in tasks]})
-    api.post(
-        f"{base}/configmaps",
-        json={
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "starter-tasks"},
-            "data": {"tasks.yaml": tasks_yaml},
-        },
-    ).raise_for_status()
-    operator_kubeconfig = install_operator_rbac(cp, namespace)  # the chart's RBAC, nothing more
+    api, operator_kubeconfig = prepare_tenant(cp, namespace, "sk-e2e-secret-value", tasks)  # the chart's RBAC
     with ScriptedProvider(scripted(tasks)) as provider, NodeStandIn(api, namespace, workspace) as node:
         yield {
             "cp": cp,
@@ -364,6 +284,53 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(
     assert "PHASE" in table and "PROGRESS" in table and "sharp=1.00 sloppy=0.50" in table
     everything = json.dumps(run) + cp.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
     assert "sk-e2e-secret-value" not in everything
+
+
+def test_items_per_pod_runs_several_items_in_one_pod_with_real_servers(env: dict[str, Any]) -> None:
+    """``spec.cluster.itemsPerPod: 2``: a pod runs two items one after the other against the same
+    real MCP server processes; the counts and stored results equal those of one item per pod."""
+    api, namespace, node, provider = env["api"], env["namespace"], env["node"], env["provider"]
+    since, pods_before = len(provider.requests), len(node.ran)
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
+    operator.start()
+    try:
+        manifest = run_manifest("batched", provider.api_base, itemsPerPod=2)
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        job = wait_for(
+            lambda: (
+                (
+                    jobs := api.get(
+                        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+                        params={"labelSelector": "atlasrun.dev/run=batched"},
+                    ).json()["items"]
+                )
+                and jobs[0]
+            ),
+            120,
+            "the run's first Job",
+        )
+        run = wait_phase(api, namespace, "batched", {"Succeeded", "Failed"}, timeout=600)
+    finally:
+        operator.stop()
+    assert job["spec"]["completions"] == 2  # 3 items per Job, 2 per pod: indexes 0 (2 items) and 1 (1)
+    status = run["status"]
+    assert status["phase"] == "Succeeded" and status["progress"] == "12/12", status
+    models = status["models"]
+    assert (models["sharp"]["scored"], models["sharp"]["passed"]) == (6, 6), models["sharp"]
+    assert (models["sloppy"]["scored"], models["sloppy"]["passed"]) == (6, 3), models["sloppy"]
+    assert len(node.ran) - pods_before == 8  # 2 models x 2 Jobs x 2 pods, not 12
+    starts = _first_turns(provider, since)
+    assert len(starts) == 12 and len(set(starts)) == 12  # every (model, task) ran exactly once
+    import boto3
+
+    objects = boto3.client(
+        "s3",
+        endpoint_url=env["s3"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).list_objects_v2(Bucket="results", Prefix="e2e/batched/tasks/")
+    assert objects.get("KeyCount") == 12, objects
 
 
 def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any]) -> None:

@@ -29,11 +29,11 @@ from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from cluster import test_operator_e2e as e2e
 from cluster.controlplane import ControlPlane, wait_for
 from cluster.operator_rbac import install_operator_rbac
+from cluster.tenant import prepare_tenant
 from cluster.test_operator_e2e import (
     GROUP_PATH,
     Operator,
     _first_turns,
-    _secret,
     get_run,
     run_manifest,
     scripted,
@@ -255,28 +255,7 @@ def test_leader_failover_neither_loses_nor_repeats_work_then_pull_and_report(
 def bare(cp: ControlPlane, s3: str) -> Iterator[dict[str, Any]]:
     """A namespace no node serves: pods stay Pending, as on a cluster that cannot run them."""
     namespace = "atlas-blocked"
-    cp.create_namespace(namespace, {"pod-security.kubernetes.io/enforce": "restricted"})
-    api = cp.client()
-    for secret in (
-        _secret("model-key", {"key": "sk-e2e-secret-value"}),
-        _secret("s3-credentials", {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}),
-    ):
-        api.post(f"/api/v1/namespaces/{namespace}/secrets", json=secret).raise_for_status()
-    import yaml
-
-    tasks_yaml = yaml.safe_dump(
-        {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in starter_tasks()]}
-    )
-    api.post(
-        f"/api/v1/namespaces/{namespace}/configmaps",
-        json={
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "starter-tasks"},
-            "data": {"tasks.yaml": tasks_yaml},
-        },
-    ).raise_for_status()
-    kubeconfig = install_operator_rbac(cp, namespace)
+    api, kubeconfig = prepare_tenant(cp, namespace, "sk-e2e-secret-value", starter_tasks())
     operator = Operator(kubeconfig, namespace, s3, metrics_port=free_port())
     operator.start()
     try:

@@ -23,7 +23,8 @@ from atlasrun.cluster.images import CATALOG_IN_CLUSTER
 from atlasrun.servers.instance import free_port
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from cluster import test_operator_e2e as e2e
-from cluster.test_operator_e2e import GROUP_PATH, Operator, _secret, get_run, run_manifest, wait_phase
+from cluster.tenant import secret
+from cluster.test_operator_e2e import GROUP_PATH, Operator, get_run, run_manifest, wait_phase
 
 cp, s3, workspace, env = e2e.cp, e2e.s3, e2e.workspace, e2e.env  # the e2e module's fixtures
 pytestmark = pytest.mark.cluster
@@ -41,7 +42,7 @@ def echo_401(body: dict[str, Any]) -> Reply:
 
 def test_secret_sentinel_never_reaches_status_events_objects_or_logs(env: dict[str, Any]) -> None:
     api, namespace = env["api"], env["namespace"]
-    api.post(f"/api/v1/namespaces/{namespace}/secrets", json=_secret("sentinel-key", {"key": SENTINEL}))
+    api.post(f"/api/v1/namespaces/{namespace}/secrets", json=secret("sentinel-key", {"key": SENTINEL}))
     with ScriptedProvider(echo_401) as provider:
         manifest = run_manifest("sentinel", provider.api_base)
         spec = manifest["spec"]

@@ -25,8 +25,8 @@ from charts.tools import ensure_helm
 from atlasrun.servers.instance import free_port
 from cluster import test_operator_e2e as e2e
 from cluster.controlplane import ControlPlane, wait_for
-from cluster.operator_rbac import install_operator_rbac
-from cluster.test_operator_e2e import GROUP_PATH, Operator, _secret, get_run, run_manifest, starter_tasks
+from cluster.tenant import prepare_tenant
+from cluster.test_operator_e2e import GROUP_PATH, Operator, get_run, run_manifest, starter_tasks
 from cluster.test_operator_scenarios import blocked_reason, condition, events_of
 
 cp, s3 = e2e.cp, e2e.s3
@@ -77,27 +77,7 @@ def policy_env(values: list[str] = VALUES, extra: dict[str, Any] | None = None) 
 
 @pytest.fixture(scope="module")
 def platform(cp: ControlPlane, s3: str) -> Iterator[dict[str, Any]]:
-    cp.create_namespace(NAMESPACE, {"pod-security.kubernetes.io/enforce": "restricted"})
-    api = cp.client()
-    base = f"/api/v1/namespaces/{NAMESPACE}"
-    for secret in (
-        _secret("model-key", {"key": "sk-platform-secret-value"}),
-        _secret("s3-credentials", {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}),
-    ):
-        api.post(f"{base}/secrets", json=secret).raise_for_status()
-    tasks_yaml = yaml.safe_dump(
-        {"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in starter_tasks()]}
-    )
-    api.post(
-        f"{base}/configmaps",
-        json={
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "starter-tasks"},
-            "data": {"tasks.yaml": tasks_yaml},
-        },
-    ).raise_for_status()
-    kubeconfig = install_operator_rbac(cp, NAMESPACE)
+    api, kubeconfig = prepare_tenant(cp, NAMESPACE, "sk-platform-secret-value", starter_tasks())
     operator = Operator(kubeconfig, NAMESPACE, s3, metrics_port=free_port())
     operator.env.update(
         policy_env(extra={"runEgress": {"dns": [K3S_DNS], "objectStore": {"to": [MINIO], "ports": [9000]}}})

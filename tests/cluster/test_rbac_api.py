@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.controlplane import ControlPlane, binaries_or_skip, wait_for
+from cluster.controlplane import ControlPlane, wait_for
+from cluster.tenant import control_plane_with_crd
 
 pytestmark = pytest.mark.cluster
 
@@ -38,23 +39,7 @@ def _helm() -> Path:
 
 @pytest.fixture(scope="module")
 def cp() -> Iterator[ControlPlane]:
-    with ControlPlane(binaries_or_skip()) as plane:
-        plane.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
-        wait_for(
-            lambda: (
-                plane.kubectl(
-                    "get",
-                    "crd",
-                    "atlasruns.atlasrun.dev",
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                    check=False,
-                ).stdout.strip()
-                == "True"
-            ),
-            60,
-            "CRD established",
-        )
+    with control_plane_with_crd() as plane:
         yield plane
 
 

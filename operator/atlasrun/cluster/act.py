@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ from typing import Any
 from atlasrun.cluster import metrics
 from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, ChunkPlan, PlanRef, TasksRef, WorkUnit
 from atlasrun.cluster.images import sidecar_servers
+from atlasrun.cluster.informer import Informers
 from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
 from atlasrun.cluster.observe import Context, Settings, plans_uri
 from atlasrun.cluster.queueing import WorkloadReader
@@ -53,7 +55,7 @@ class Result:
 
 
 class Actor:
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, informers: Informers | None = None) -> None:
         from kubernetes import client
 
         self.client = client
@@ -64,6 +66,7 @@ class Actor:
         self._plans: dict[tuple[str, str], PlanRef] = {}  # (plans URI, sha256) -> stored plan
         self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="act")
         self._workloads: WorkloadReader | None = None  # Kueue, for queued runs only
+        self.informers = informers  # told of every Job written, so the next pass sees it
 
     # ------------------------------------------------------------------ entry point
 
@@ -275,14 +278,31 @@ class Actor:
 
     def _delete_job(self, namespace: str, name: str) -> None:
         self._ignore(
-            404, lambda: self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+            404,
+            lambda: self.batch.delete_namespaced_job(
+                name, namespace, propagation_policy="Background", _preload_content=False
+            ),
         )
+        if self.informers is not None:
+            self.informers.job_deleted(namespace, name)
 
     def _create_job(self, namespace: str, job: dict[str, Any]) -> None:
-        self._ignore(409, lambda: self.batch.create_namespaced_job(namespace, job))  # exists: created before
+        created = self._ignore(  # 409: it exists, created before
+            409, lambda: self.batch.create_namespaced_job(namespace, job, _preload_content=False)
+        )
+        self._written(namespace, created)
 
     def _patch_job(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
-        self._ignore(404, lambda: self.batch.patch_namespaced_job(name, namespace, {"spec": spec}))
+        patched = self._ignore(
+            404,
+            lambda: self.batch.patch_namespaced_job(name, namespace, {"spec": spec}, _preload_content=False),
+        )
+        self._written(namespace, patched)
+
+    def _written(self, namespace: str, response: Any) -> None:
+        """The Job as the API answered a write (raw JSON, not the client's slow model classes)."""
+        if response is not None and self.informers is not None:
+            self.informers.job_written(namespace, json.loads(response.data))
 
     def _concurrently(self, calls: list[Callable[[], Any]]) -> None:
         """Independent Job writes (distinct names) at once: a pass's latency is not their sum.

@@ -1,11 +1,12 @@
 """Observe: one read-only snapshot of a run for ``reconcile.decide``.
 
 Reads the run (as the watch delivered it), its pinned task document (once per process: cached by
-digest), its Jobs (one LIST by label; only Jobs whose ownerReference is this run's UID are
-adopted), the pods of finished Jobs not yet counted (one LIST of the run's finished pods when
-several Jobs finished, else one LIST for the Job: the last attempt of each completion index, its
-termination message, else the stored result in object storage) and,
-only while pods wait, what holds them (Pending pods, the Job controller's FailedCreate Events).
+digest), its Jobs (from the namespace's Job informer, ``informer.py``; before its first LIST, or
+without informers, one LIST by label; only Jobs whose ownerReference is this run's UID are
+adopted), the pods of finished Jobs not yet counted (from the finished-pod informer; a Job whose
+attempts are not all there yet, one LIST of its pods: the last attempt of each completion index,
+its termination message, else the stored result in object storage) and, only while pods wait,
+the latest answer of what holds them (``health.py``, looked up off the pass).
 Nothing here writes; the content-addressed copy of a new task document is handed to ``act``.
 """
 
@@ -17,7 +18,6 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ from atlasrun.cluster.contract import (
     ENV_WORK_UNIT,
     LABEL_CHUNK,
     LABEL_JOB_NAME,
+    LABEL_RUN,
     PLAN_PREFIX,
     RUNNER,
     ChunkPlan,
@@ -40,13 +41,14 @@ from atlasrun.cluster.contract import (
     WorkUnit,
 )
 from atlasrun.cluster.egress import RunEgress, declared_egress
+from atlasrun.cluster.health import PodHealth
 from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
-from atlasrun.cluster.manifests import TASKS_DIR, run_labels
+from atlasrun.cluster.informer import Informers, complete
+from atlasrun.cluster.manifests import TASKS_DIR, label_value, run_labels
 from atlasrun.cluster.placement import chart_defaults
 from atlasrun.cluster.policy import Policy, blocked, check
 from atlasrun.cluster.queueing import WorkloadReader, default_queue, inactive, pending, with_default_queue
 from atlasrun.cluster.reconcile import (
-    HEALTH_RECHECK_S,
     JobObs,
     PlannedTask,
     Record,
@@ -172,15 +174,16 @@ class Observer:
         settings: Settings | None = None,
         store: Callable[[str], S3Results] | None = None,
         workloads: WorkloadReader | None = None,
+        informers: Informers | None = None,
     ) -> None:
         self.api = api or ApiReader()
         self.workloads = workloads or WorkloadReader()
         self.settings = settings or Settings.from_env()
+        self.informers = informers  # None: every pass LISTs the run's Jobs and finished pods
+        self.health = PodHealth(self.api)
         self._store = store
         self._tasks: dict[tuple[str, str], _Loaded] = {}  # (run uid, sha256) -> parsed
         self._plans: dict[str, ChunkPlan] = {}  # sha256 -> a chunk's plan
-        self._health_at: dict[str, float] = {}
-        self._health: dict[str, tuple[tuple[str, str], ...]] = {}
 
     def store(self, uri: str) -> S3Results:
         if self._store is not None:
@@ -232,7 +235,7 @@ class Observer:
         if loaded.obs.error:
             return Snapshot(body=body, tasks=loaded.obs, **base), ctx
         jobs = self._jobs(namespace, name, uid, status)
-        health = self._check_health(namespace, name, jobs)
+        health = self.health.check(namespace, name, jobs)
         queued = [j.name for j in jobs if j.suspended and not j.finished and not j.deleting]
         if body.cluster.queue_name and queued and not body.cluster.suspend:
             workloads = self.workloads.list(namespace)
@@ -245,8 +248,7 @@ class Observer:
         """Drop what is cached for a deleted run (``key``: namespace/name)."""
         for cached in [k for k in self._tasks if k[0] == uid]:
             del self._tasks[cached]
-        self._health_at.pop(key, None)
-        self._health.pop(key, None)
+        self.health.forget(key)
 
     # ------------------------------------------------------------------ tasks
 
@@ -339,8 +341,12 @@ class Observer:
         done = {m: parse_ranges(s.get("chunksDone")) for m, s in (status.get("models") or {}).items()}
         jobs: list[JobObs] = []
         to_count: list[tuple[int, dict[str, Any]]] = []  # finished, not yet counted: read their pods
-        for job in self.api.list("jobs", namespace, label_selector=selector):
+        cached = self.informers.jobs(namespace) if self.informers is not None else None
+        listed = cached if cached is not None else self.api.list("jobs", namespace, label_selector=selector)
+        for job in listed:
             meta = job["metadata"]
+            if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run):
+                continue
             if not any(o.get("uid") == uid for o in meta.get("ownerReferences") or []):
                 continue  # not this run's (a namesake's leftovers): never adopted
             model = (meta.get("annotations") or {}).get(ANNOTATION_MODEL)
@@ -372,16 +378,24 @@ class Observer:
             if finished and int(chunk) not in done.get(model, set()) and not obs.deleting:
                 to_count.append((len(jobs), job))
             jobs.append(obs)
-        pods = self._finished_pods(namespace, selector) if len(to_count) > 1 else None
+        watched = self.informers.finished_pods(namespace) if self.informers is not None else None
+        pods = watched if watched is not None else self._finished_pods(namespace, selector, len(to_count))
         for position, job in to_count:
             obs = jobs[position]
             mine = None if pods is None else pods.get(obs.name, [])
+            if mine is not None and watched is not None and not complete(mine, job):
+                mine = None  # the watch has not brought every attempt yet: this Job's pods are LISTed
             outcomes, error = self._outcomes(namespace, job, obs, mine)
             jobs[position] = dataclasses.replace(obs, outcomes=outcomes, outcomes_error=error)
         return jobs
 
-    def _finished_pods(self, namespace: str, selector: str) -> dict[str, list[dict[str, Any]]]:
-        """The run's finished pods by Job name: one LIST for every Job counted in this pass."""
+    def _finished_pods(
+        self, namespace: str, selector: str, jobs: int
+    ) -> dict[str, list[dict[str, Any]]] | None:
+        """The run's finished pods by Job name: one LIST for every Job counted in this pass (None:
+        one Job to count, its own LIST is smaller)."""
+        if jobs < 2:
+            return None
         by_job: dict[str, list[dict[str, Any]]] = {}
         for pod in self.api.list(
             "pods",
@@ -397,7 +411,8 @@ class Observer:
     def _outcomes(
         self, namespace: str, job: Mapping[str, Any], obs: JobObs, pods: list[dict[str, Any]] | None = None
     ) -> tuple[dict[int, Record] | None, str | None]:
-        """Each index's outcome: its last attempt's termination message, else the stored result."""
+        """Each index's outcome: its last attempt's termination message, else the stored result
+        (``pods``: the Job's finished pods; None: LIST them)."""
         if pods is None:
             pods = self.api.list("pods", namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
         last: dict[int, dict[str, Any]] = {}
@@ -481,65 +496,6 @@ class Observer:
             self._plans[ref.sha256] = plan
         return plan
 
-    # ------------------------------------------------------------------ what holds pods
-
-    def _check_health(self, namespace: str, run: str, jobs: list[JobObs]) -> tuple[tuple[str, str], ...]:
-        live = [j for j in jobs if not j.finished and not j.deleting and not j.suspended]
-        starved = [j for j in live if j.active < min(j.parallelism, j.remaining)]
-        waiting = [j for j in live if j.active > j.ready]
-        key = f"{namespace}/{run}"
-        if not starved and not waiting:
-            self._health.pop(key, None)
-            return ()
-        if time.monotonic() - self._health_at.get(key, -1e9) < HEALTH_RECHECK_S / 2:
-            return self._health.get(key, ())
-        self._health_at[key] = time.monotonic()
-        found: list[tuple[str, str]] = []
-        if waiting:
-            selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
-            for pod in self.api.list(
-                "pods", namespace, label_selector=selector, field_selector="status.phase=Pending"
-            ):
-                problem = _pod_problem(pod)
-                if problem and problem not in found:
-                    found.append(problem)
-        if starved:
-            names = {j.name for j in starved}
-            events = self.api.list(
-                "events", namespace, field_selector="involvedObject.kind=Job,reason=FailedCreate"
-            )
-            for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or ""):
-                if (event.get("involvedObject") or {}).get("name") in names and "quota" in (
-                    event.get("message") or ""
-                ):
-                    found = [p for p in found if p[0] != "QuotaExceeded"]
-                    found.append(
-                        (
-                            "QuotaExceeded",
-                            f"the Job controller cannot create pods: {event.get('message', '')}",
-                        )
-                    )
-        result = _holding(found, progressing=any(j.ready for j in live))
-        self._health[key] = result
-        return result
-
-
-# Which problem names the run's condition when pods wait for several reasons: an image that cannot
-# be pulled never resolves by waiting (and its pods hold the node's capacity, so their siblings
-# report Unschedulable); quota and capacity may free up.
-_PROBLEM_RANK = {"ImagePullBackOff": 0, "QuotaExceeded": 1, "Unschedulable": 2}
-
-
-def _holding(found: list[tuple[str, str]], progressing: bool) -> tuple[tuple[str, str], ...]:
-    """The problems holding a run's pods, most telling first, one per kind. A pod that waits for
-    capacity while others of the run are ready is queueing, not held: Unschedulable then drops."""
-    kept: dict[str, tuple[str, str]] = {}
-    for problem in found:
-        if problem[0] == "Unschedulable" and progressing:
-            continue
-        kept.setdefault(problem[0], problem)
-    return tuple(sorted(kept.values(), key=lambda p: _PROBLEM_RANK.get(p[0], len(_PROBLEM_RANK))))
-
 
 def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
     return (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
@@ -558,27 +514,6 @@ def _pod_failure(pod: Mapping[str, Any] | None) -> str | None:
         return None
     st = pod.get("status") or {}
     return " ".join(x for x in (st.get("reason"), st.get("message")) if x) or None
-
-
-def _pod_problem(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    st = pod.get("status") or {}
-    name = pod["metadata"]["name"]
-    for c in st.get("conditions") or []:
-        if (
-            c.get("type") == "PodScheduled"
-            and c.get("status") == "False"
-            and c.get("reason") == "Unschedulable"
-        ):
-            return "Unschedulable", f"pod {name} cannot be scheduled: {c.get('message', '')}"
-    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
-            return (
-                "ImagePullBackOff",
-                f"pod {name} container {cs.get('name')} cannot pull {cs.get('image', '')}: "
-                f"{waiting.get('message') or waiting.get('reason')}",
-            )
-    return None
 
 
 def _batch_entries(message: str | None) -> list[Any] | None:

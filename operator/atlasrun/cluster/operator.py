@@ -3,11 +3,13 @@
 - ``@kopf.on.event`` on AtlasRuns keeps the latest object of each run and queues a pass when the
   run is new, its spec changed (generation) or it is being deleted; our own status writes
   queue nothing.
-- ``@kopf.on.event`` on the runs' Jobs (label ``app.kubernetes.io/name=atlasrun``) queues a pass
-  for the owning run: progress is event-driven. Passes of one run are coalesced (at most one per
+- In each namespace that holds runs, informers (``informer.py``: LIST + WATCH with the label
+  ``app.kubernetes.io/name=atlasrun``) keep the runs' Jobs and finished pods in memory: a pass
+  reads them there instead of LISTing, and every Job change queues a pass for the owning run, so
+  progress is event-driven. Passes of one run are coalesced (at most one per
   ``ATLAS_MIN_PASS_INTERVAL`` seconds, default 1) and a slow resync (``ATLAS_RESYNC_SECONDS``,
   default 300; shorter while pods wait or the object store is down) is the safety net. An idle
-  run costs one LIST per resync and no writes.
+  run costs no request beyond the watches and no writes.
 - With ``ATLAS_LEADER_ELECTION=1`` only the replica holding the Lease acts (``leader.py``).
 
 kopf itself writes nothing to the runs (no changing handlers: no finalizers, no annotations).
@@ -34,9 +36,10 @@ import kopf
 
 from atlasrun.cluster import metrics
 from atlasrun.cluster.act import Actor, Conflict, UploadFailed
-from atlasrun.cluster.contract import APP, GROUP, KIND, LABEL_APP, PLURAL, VERSION
+from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION
+from atlasrun.cluster.informer import Informers
 from atlasrun.cluster.leader import LeaderElector
-from atlasrun.cluster.observe import Observer, Settings
+from atlasrun.cluster.observe import ApiReader, Observer, Settings
 from atlasrun.cluster.reconcile import TasksObs, decide
 
 log = logging.getLogger("atlasrun.operator")
@@ -55,7 +58,13 @@ class Controller:
     """A work queue of run keys (``namespace/name``) served by a few threads; one pass per key at a time."""
 
     def __init__(self, leader: LeaderElector | None = None, workers: int = WORKERS) -> None:
-        self.observer, self.actor = Observer(), Actor()
+        reader = ApiReader()
+        self.informers = Informers(
+            reader.batch.list_namespaced_job, reader.core.list_namespaced_pod, on_job=self.on_job
+        )
+        self.observer = Observer(api=reader, informers=self.informers)
+        self.observer.health.on_change = self.wake
+        self.actor = Actor(informers=self.informers)
         self.leader = leader
         self.runs: dict[str, dict[str, Any]] = {}
         self._generation: dict[str, int] = {}
@@ -79,6 +88,7 @@ class Controller:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+        self.informers.stop()
         for thread in self._threads:
             thread.join(timeout=30)
 
@@ -96,6 +106,8 @@ class Controller:
                 self._after.pop(key, None)
                 self.observer.forget(str(meta.get("uid")), key)
                 metrics.run_deleted(str(meta.get("namespace")), str(meta.get("name")))
+                if not any(k.startswith(f"{meta.get('namespace')}/") for k in self.runs):
+                    self.informers.release(str(meta.get("namespace")))
                 return
             previous = self.runs.get(key)
             if (
@@ -105,6 +117,8 @@ class Controller:
             ):
                 return  # older than what our own write returned
             self.runs[key] = json.loads(json.dumps(run))
+            if previous is None:
+                self.informers.ensure(str(meta.get("namespace")))
             metrics.run_seen(run)
             if (
                 previous is None
@@ -119,6 +133,12 @@ class Controller:
             if owner.get("kind") == KIND and owner.get("controller"):
                 with self._cond:
                     self._schedule(f"{meta.get('namespace')}/{owner.get('name')}", time.monotonic())
+
+    def wake(self, key: str) -> None:
+        """Queue a pass of ``key`` now (what holds its pods changed)."""
+        with self._cond:
+            if key in self.runs:
+                self._schedule(key, time.monotonic())
 
     def on_leadership(self, leading: bool) -> None:
         if leading:
@@ -281,9 +301,3 @@ def cleanup(**_: Any) -> None:
 def run_event(event: dict[str, Any], **_: Any) -> None:
     if CONTROLLER is not None and isinstance(event.get("object"), dict):
         CONTROLLER.on_run(event.get("type"), event["object"])
-
-
-@kopf.on.event("batch", "v1", "jobs", labels={LABEL_APP: APP})  # type: ignore[arg-type]
-def job_event(event: dict[str, Any], **_: Any) -> None:
-    if CONTROLLER is not None and isinstance(event.get("object"), dict):
-        CONTROLLER.on_job(event["object"])

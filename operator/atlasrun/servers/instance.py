@@ -13,23 +13,27 @@ import asyncio
 import re
 import shutil
 import socket
+import sys
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
-import httpx
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import Tool
-from mcp_types import CONNECTION_CLOSED
 
 from atlasrun.servers.catalog import ServerSpec
 from atlasrun.servers.install import install_dir
+from atlasrun.servers.mcp_sdk import (
+    CONNECTION_CLOSED,
+    ClientSession,
+    MCPError,
+    PaginatedRequestParams,
+    StdioServerParameters,
+    Tool,
+    stdio_client,
+)
 from atlasrun.servers.sandbox import Dirs, Launch, Sandbox, SandboxError
 from atlasrun.servers.scratch import DataCopy, new_scratch
 
@@ -229,6 +233,9 @@ class ServerInstance:
                     read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 else:
                     assert spec.url
+                    # Imported by the first HTTP server only (mcp_sdk, imported above, came first).
+                    from mcp.client.streamable_http import streamable_http_client
+
                     if spec.command:
                         await self._spawn_http(stack, self._launch_for(spec, self._data), spec.url, errlog)
                     read, write = await stack.enter_async_context(streamable_http_client(spec.url))
@@ -277,14 +284,15 @@ class ServerInstance:
                     await proc.wait()
 
         stack.push_async_callback(_terminate)
-        url = httpx.URL(endpoint)
+        url = urlsplit(endpoint)
+        port = url.port or (443 if url.scheme == "https" else 80)
         while True:
             if proc.returncode is not None:
                 raise ServerStartError(
                     f"server {self.name!r} exited with code {proc.returncode} before listening"
                 )
             try:
-                _, writer = await asyncio.open_connection(url.host, url.port)
+                _, writer = await asyncio.open_connection(url.hostname, port)
                 writer.close()
                 return
             except OSError:
@@ -296,8 +304,6 @@ class ServerInstance:
         result = await session.list_tools()
         tools.extend(result.tools)
         while result.next_cursor:
-            from mcp.types import PaginatedRequestParams
-
             result = await session.list_tools(params=PaginatedRequestParams(cursor=result.next_cursor))
             tools.extend(result.tools)
         return tools
@@ -325,13 +331,7 @@ class ServerInstance:
                     self._mark_broken(generation, f"server {self.name!r} connection closed during {tool!r}")
                 ) from exc
             return f"MCP error {exc.code}: {exc.message}", True
-        except (
-            OSError,
-            EOFError,
-            httpx.HTTPError,
-            anyio.ClosedResourceError,
-            anyio.BrokenResourceError,
-        ) as exc:
+        except _transport_errors() as exc:
             message = f"server {self.name!r} transport failed during {tool!r}: {exc!r}"
             raise TransportError(self._mark_broken(generation, message)) from exc
         content = getattr(result, "content", None) or []
@@ -359,6 +359,24 @@ class ServerInstance:
     async def stop(self) -> None:
         await self._halt()
         await asyncio.to_thread(shutil.rmtree, self._scratch, True)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """What a failed connection raises: OS and pipe errors, closed streams, and the errors of
+    the HTTP clients an HTTP transport uses (looked up only if imported: no HTTP server, no
+    HTTP client in the process)."""
+    errors: tuple[type[BaseException], ...] = (
+        OSError,
+        EOFError,
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+    )
+    for client in ("httpx", "httpx2"):  # the SDK's streamable-HTTP transport uses httpx2
+        module = sys.modules.get(client)
+        error = getattr(module, "HTTPError", None)
+        if isinstance(error, type) and issubclass(error, Exception):
+            errors += (error,)
+    return errors
 
 
 _CLOCK = ".clock"  # a file in the scratch directory whose times read the filesystem's clock

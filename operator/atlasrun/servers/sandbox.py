@@ -13,10 +13,13 @@ that actually runs, whatever the launch strategy (fresh, pooled, stdio, HTTP):
   data directory read-write only when it is the server's own private copy
   (``isolate_data``), read-only otherwise. Paths keep their host names, so the catalog's
   placeholders need no translation. ``--die-with-parent`` kills the whole sandbox when
-  the runner dies.
+  the runner dies. A server that executes no code (``executes_code: false``) runs as PID 1 of
+  its namespace (``--as-pid-1``: one bwrap process per server; where this bwrap lacks the
+  option, under its reaper); a code-executing one keeps bwrap's reaper as PID 1 (then
+  ``/proc/1/environ`` is that helper's, empty).
 - The environment holds only the entry's declared ``env`` and ``secrets`` plus PATH, HOME
   (the scratch directory) and LANG. bwrap itself is started with that environment and
-  nothing else: inside a PID namespace ``/proc/1/environ`` is bwrap's own helper.
+  nothing else.
 - Without a working bwrap, a server that can execute code (``executes_code: true``)
   refuses to start unless the host allows it (``--unsafe-host-exec``); others run
   unconfined with a warning. Unconfined processes still get ``PR_SET_PDEATHSIG``
@@ -84,6 +87,18 @@ def _probe(bwrap: str) -> str | None:
     if proc.returncode != 0:
         return f"{bwrap} cannot create a sandbox here: {proc.stderr.strip()[-300:]}"
     return None
+
+
+@functools.cache
+def _offers(bwrap: str, option: str) -> bool:
+    """Whether this ``bwrap`` knows ``option`` (its ``--help`` lists it; older ones lack some)."""
+    try:
+        proc = subprocess.run(
+            [bwrap, "--help"], capture_output=True, text=True, timeout=30, env={}, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return f"{option} " in proc.stdout + proc.stderr
 
 
 def _system_binds() -> list[str]:
@@ -164,7 +179,8 @@ class Sandbox:
             return _with_pdeathsig(Launch(launch.command, launch.args, env, launch.cwd))
         assert self.bwrap is not None
         env = sandbox_env(spec, launch.env, dirs)
-        argv = [*bwrap_args(spec, dirs, env), "--chdir", launch.cwd or str(dirs.scratch), "--"]
+        as_pid_1 = not spec.executes_code and _offers(self.bwrap, "--as-pid-1")
+        argv = [*bwrap_args(spec, dirs, env, as_pid_1), "--chdir", launch.cwd or str(dirs.scratch), "--"]
         # bwrap starts in the scratch dir on the host: the server's cwd may exist only inside.
         return Launch(self.bwrap, [*argv, launch.command, *launch.args], env, str(dirs.scratch))
 
@@ -184,10 +200,16 @@ def _secrets(spec: ServerSpec) -> dict[str, str]:
     return {name: os.environ[name] for name in spec.secrets if name in os.environ}
 
 
-def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str]) -> list[str]:
-    """bwrap's options for ``spec`` (everything before ``--chdir``)."""
+def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str], as_pid_1: bool = False) -> list[str]:
+    """bwrap's options for ``spec`` (everything before ``--chdir``); ``as_pid_1``: the server
+    is its PID namespace's PID 1 (only for a server that executes no code)."""
     network = spec.transport == "http" or bool(spec.egress.hosts or spec.egress.cidrs or spec.egress.ports)
     argv = ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session"]
+    if as_pid_1 and not spec.executes_code:
+        # The server is its PID namespace's PID 1 (one bwrap process per server, not two); a
+        # server that runs a task's code keeps bwrap's reaper as PID 1, which reaps whatever
+        # that code starts and leaves behind. Either way the namespace dies with its PID 1.
+        argv.append("--as-pid-1")
     argv += _system_binds()
     for name in _ETC + (_ETC_NET if network else ()):
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
