@@ -45,6 +45,9 @@ DEFAULT_CACHE = (
 )
 
 
+KEEP = 3  # archives kept per target (the newest)
+
+
 class BuildFailed(RuntimeError):
     """build.sh or the push failed; the message names the target."""
 
@@ -141,8 +144,11 @@ def ensure(targets: Iterable[str], environ: Mapping[str, str] = os.environ) -> d
                 if proc.returncode != 0:
                     raise BuildFailed(f"{target}: images/build.sh exited {proc.returncode}")
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                for old in dest.parent.glob("*.oci.tar"):
+                # Keep a few older versions: worktrees of different commits share the cache.
+                older = sorted(dest.parent.glob("*.oci.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+                for old in older[KEEP - 1 :]:
                     old.unlink()
+                    old.with_suffix(".json").unlink(missing_ok=True)
                 provenance = context.read_lock(Path(tmp) / "images.lock")["provenance"].get(target, {})
                 dest.with_suffix(".json").write_text(json.dumps(provenance, indent=1))
                 (Path(tmp) / f"{target}.oci.tar").replace(dest)
