@@ -444,6 +444,23 @@ def test_the_condition_names_the_problem_that_will_not_resolve_by_waiting() -> N
     assert _holding([], progressing=False) == ()
 
 
+def test_a_run_is_started_while_one_of_its_pods_runs_or_starts() -> None:
+    from atlasrun.cluster.health import started
+
+    def pending(scheduled: bool) -> dict[str, Any]:
+        condition = {
+            "type": "PodScheduled",
+            "status": str(scheduled),
+            "reason": "" if scheduled else "Unschedulable",
+        }
+        return {"metadata": {"name": "p"}, "status": {"phase": "Pending", "conditions": [condition]}}
+
+    assert started(3, [pending(False), pending(False)])  # one active pod is Running
+    assert started(2, [pending(True), pending(False)])  # one is scheduled, its sidecars starting
+    assert not started(2, [pending(False), pending(False)])  # nothing of the run got a node
+    assert not started(0, [])
+
+
 def test_a_run_whose_tasks_are_all_excluded_fails_with_a_reason() -> None:
     excluded = TasksObs(pin=PIN, excluded=(("t0", "needs server(s) not enabled: git"), ("t1", "rejected: x")))
     d = decide(snap(body(), excluded))

@@ -57,7 +57,8 @@ class PodHealth:
                 self._at[key] = time.monotonic()
                 self._running.add(key)
                 progressing = any(j.ready for j in live)
-                self._pool.submit(self._lookup, key, namespace, run, waiting, starved, progressing)
+                active = sum(j.active for j in live)
+                self._pool.submit(self._lookup, key, namespace, run, waiting, starved, progressing, active)
             return self._found.get(key, ())
 
     def forget(self, key: str) -> None:
@@ -66,10 +67,18 @@ class PodHealth:
             self._found.pop(key, None)
 
     def _lookup(
-        self, key: str, namespace: str, run: str, waiting: bool, starved: set[str], progressing: bool
+        self,
+        key: str,
+        namespace: str,
+        run: str,
+        waiting: bool,
+        starved: set[str],
+        progressing: bool,
+        active: int,
     ) -> None:
         try:
-            found = holding(self._problems(namespace, run, waiting, starved), progressing)
+            problems, pending = self._problems(namespace, run, waiting, starved)
+            found = holding(problems, progressing or started(active, pending))
         except Exception as exc:  # the API: the next lookup tries again
             log.warning("cannot look up what holds the pods of %s: %s", key, exc)
             with self._lock:
@@ -82,13 +91,18 @@ class PodHealth:
         if changed and self.on_change is not None:
             self.on_change(key)
 
-    def _problems(self, namespace: str, run: str, waiting: bool, starved: set[str]) -> list[Problem]:
+    def _problems(
+        self, namespace: str, run: str, waiting: bool, starved: set[str]
+    ) -> tuple[list[Problem], list[dict[str, Any]]]:
+        """The problems found, and the run's Pending pods (listed only when some wait)."""
         found: list[Problem] = []
+        pending: list[dict[str, Any]] = []
         if waiting:
             selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
-            for pod in self.api.list(
+            pending = self.api.list(
                 "pods", namespace, label_selector=selector, field_selector="status.phase=Pending"
-            ):
+            )
+            for pod in pending:
                 problem = pod_problem(pod)
                 if problem and problem not in found:
                     found.append(problem)
@@ -107,12 +121,24 @@ class PodHealth:
                             f"the Job controller cannot create pods: {event.get('message', '')}",
                         )
                     )
-        return found
+        return found, pending
+
+
+def started(active: int, pending: Sequence[Mapping[str, Any]]) -> bool:
+    """Some pod of the run is past scheduling: running (the Jobs count more active pods than are
+    Pending) or scheduled and starting its containers (native sidecars first)."""
+    if active > len(pending):
+        return True
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "True"
+        for pod in pending
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def holding(found: list[Problem], progressing: bool) -> tuple[Problem, ...]:
     """The problems holding a run's pods, most telling first, one per kind. A pod that waits for
-    capacity while others of the run are ready is queueing, not held: Unschedulable then drops."""
+    capacity while others of the run run or start is queueing, not held: Unschedulable then drops."""
     kept: dict[str, Problem] = {}
     for problem in found:
         if problem[0] == "Unschedulable" and progressing:
