@@ -272,7 +272,8 @@ def _wait_blocked(api: httpx.Client, namespace: str, name: str, reason: str) -> 
     print(f"{name}: Blocked/{reason} {time.monotonic() - started:.0f}s after creation")
     run = get_run(api, namespace, name)
     assert run["status"]["phase"] == "Blocked" and condition(run, "Ready")["status"] == "False"
-    assert reason in {e["reason"] for e in events_of(api, namespace, name)}
+    # The Event is posted after the status write that carries the condition.
+    wait_for(lambda: reason in {e["reason"] for e in events_of(api, namespace, name)}, 60, f"{reason} Event")
     return run
 
 
