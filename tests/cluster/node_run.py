@@ -239,16 +239,7 @@ class NodeRunEnv:
                 proc.wait()
 
     def s3_keys(self, prefix: str) -> list[str]:
-        import boto3
-
-        client = boto3.client(
-            "s3",
-            endpoint_url=self.s3,
-            region_name="us-east-1",
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-        )
-        out = client.list_objects_v2(Bucket="results", Prefix=prefix)
+        out = tenant.s3_client(self.s3).list_objects_v2(Bucket=tenant.BUCKET, Prefix=prefix)
         return [o["Key"] for o in out.get("Contents", [])]
 
 

@@ -66,10 +66,22 @@ def control_plane_with_crd() -> Iterator[ControlPlane]:
         yield plane
 
 
+def s3_client(endpoint: str) -> Any:
+    """A boto3 S3 client for the test's moto server, with the tenant's credentials."""
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=S3_CREDENTIALS["AWS_REGION"],
+        aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
 @contextmanager
 def s3_bucket(ip: str = "127.0.0.1", bucket: str = BUCKET) -> Iterator[str]:
     """A moto S3 server on ``ip`` with ``bucket`` created; yields its endpoint URL."""
-    import boto3
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address=ip, port=0, verbose=False)
@@ -77,13 +89,7 @@ def s3_bucket(ip: str = "127.0.0.1", bucket: str = BUCKET) -> Iterator[str]:
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=S3_CREDENTIALS["AWS_REGION"],
-            aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        ).create_bucket(Bucket=bucket)
+        s3_client(endpoint).create_bucket(Bucket=bucket)
         yield endpoint
     finally:
         server.stop()

@@ -31,7 +31,7 @@ from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_cal
 from cluster import tenant
 from cluster.controlplane import ControlPlane, wait_for
 from cluster.node_standin import NodeStandIn
-from cluster.tenant import control_plane_with_crd, prepare_tenant, s3_bucket
+from cluster.tenant import control_plane_with_crd, prepare_tenant, s3_bucket, s3_client
 
 # Runs of real servers through the stand-in wait up to 600 s for a phase on a loaded 2-core host.
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -260,15 +260,7 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(
     assert status["models"]["sharp"]["passRate"] == 1.0 and status["models"]["sloppy"]["passRate"] == 0.5
 
     # Every per-task result is in S3, and the metrics agree with the status.
-    import boto3
-
-    objects = boto3.client(
-        "s3",
-        endpoint_url=env["s3"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    ).list_objects_v2(Bucket="results", Prefix="e2e/sweep/tasks/")
+    objects = s3_client(env["s3"]).list_objects_v2(Bucket="results", Prefix="e2e/sweep/tasks/")
     assert objects.get("KeyCount") == 12, objects
     assert status["resultsURI"] == "s3://results/e2e/sweep/"
     finished = sum(
@@ -321,15 +313,7 @@ def test_items_per_pod_runs_several_items_in_one_pod_with_real_servers(env: dict
     assert len(node.ran) - pods_before == 8  # 2 models x 2 Jobs x 2 pods, not 12
     starts = _first_turns(provider, since)
     assert len(starts) == 12 and len(set(starts)) == 12  # every (model, task) ran exactly once
-    import boto3
-
-    objects = boto3.client(
-        "s3",
-        endpoint_url=env["s3"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    ).list_objects_v2(Bucket="results", Prefix="e2e/batched/tasks/")
+    objects = s3_client(env["s3"]).list_objects_v2(Bucket="results", Prefix="e2e/batched/tasks/")
     assert objects.get("KeyCount") == 12, objects
 
 

@@ -16,14 +16,13 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-import boto3
 import pytest
 
 from atlasrun.cluster.images import CATALOG_IN_CLUSTER
 from atlasrun.servers.instance import free_port
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from cluster import test_operator_e2e as e2e
-from cluster.tenant import secret
+from cluster.tenant import s3_client, secret
 from cluster.test_operator_e2e import GROUP_PATH, Operator, get_run, run_manifest, wait_phase
 
 cp, s3, workspace, env = e2e.cp, e2e.s3, e2e.workspace, e2e.env  # the e2e module's fixtures
@@ -70,13 +69,7 @@ def test_secret_sentinel_never_reaches_status_events_objects_or_logs(env: dict[s
         texts[f"event {event['metadata']['name']}"] = json.dumps(event)
     for pod in api.get(f"/api/v1/namespaces/{namespace}/pods").json()["items"]:
         texts[f"pod {pod['metadata']['name']} status"] = json.dumps(pod.get("status") or {})
-    client = boto3.client(
-        "s3",
-        endpoint_url=env["s3"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    client = s3_client(env["s3"])
     for item in client.list_objects_v2(Bucket="results").get("Contents", []):
         body = client.get_object(Bucket="results", Key=item["Key"])["Body"].read()
         texts[f"s3://results/{item['Key']}"] = body.decode("utf-8", "replace")
