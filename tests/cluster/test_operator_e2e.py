@@ -192,6 +192,21 @@ def env(cp: ControlPlane, s3: str, workspace: Path) -> Iterator[dict[str, Any]]:
         }
 
 
+def run_to_phase(
+    env: dict[str, Any], manifest: dict[str, Any], phases: set[str], timeout: float
+) -> dict[str, Any]:
+    """Create ``manifest`` in the env's namespace with an operator of its own running, and return
+    the run once its phase is in ``phases`` (the operator is stopped either way)."""
+    api, namespace = env["api"], env["namespace"]
+    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
+    operator.start()
+    try:
+        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
+        return wait_phase(api, namespace, manifest["metadata"]["name"], phases, timeout=timeout)
+    finally:
+        operator.stop()
+
+
 def wait_phase(
     api: httpx.Client, namespace: str, name: str, phases: set[str], timeout: float
 ) -> dict[str, Any]:
@@ -321,13 +336,7 @@ def test_unpinned_image_blocks_with_a_condition_and_no_jobs(env: dict[str, Any])
     api, namespace = env["api"], env["namespace"]
     manifest = run_manifest("unpinned", env["provider"].api_base)
     manifest["spec"]["cluster"]["runnerImage"] = "registry.example/atlasrun/runner:latest"
-    operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
-    operator.start()
-    try:
-        api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
-        run = wait_phase(api, namespace, "unpinned", {"Blocked"}, timeout=120)
-    finally:
-        operator.stop()
+    run = run_to_phase(env, manifest, {"Blocked"}, timeout=120)
     condition = next(c for c in run["status"]["conditions"] if c["type"] == "Blocked")
     assert condition["status"] == "True" and condition["reason"] == "UnpinnedImage"
     assert "runner:latest" in condition["message"]

@@ -36,6 +36,7 @@ from cluster.test_operator_e2e import (
     _first_turns,
     get_run,
     run_manifest,
+    run_to_phase,
     scripted,
     starter_tasks,
     wait_phase,
@@ -83,7 +84,6 @@ def one_model(name: str, api_base: str, task_ids: list[str], **spec: Any) -> dic
 def test_failed_attempt_then_success_counts_the_success(env: dict[str, Any]) -> None:
     """The first attempt of the item dies on a provider 500 (exit 3: infrastructure); the Job
     controller retries that index; the second attempt scores. The item's outcome is its last attempt."""
-    api, namespace = env["api"], env["namespace"]
     base = scripted(env["tasks"])
     failed_once: list[str] = []
     lock = threading.Lock()
@@ -102,13 +102,7 @@ def test_failed_attempt_then_success_counts_the_success(env: dict[str, Any]) -> 
             ["q3-revenue-leader"],
             limits={"retryBackoffSeconds": 0, "providerRetries": 0},
         )
-        operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
-        operator.start()
-        try:
-            api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
-            run = wait_phase(api, namespace, "flaky", {"Succeeded", "Failed"}, timeout=300)
-        finally:
-            operator.stop()
+        run = run_to_phase(env, manifest, {"Succeeded", "Failed"}, timeout=300)
     solo = run["status"]["models"]["solo"]
     assert failed_once and (solo["scored"], solo["passed"], solo["errored"]) == (1, 1, 0), solo
     assert run["status"]["phase"] == "Succeeded"
@@ -124,13 +118,7 @@ def test_run_where_every_item_errors_ends_failed(env: dict[str, Any]) -> None:
             limits={"retryBackoffSeconds": 0, "providerRetries": 0},
         )
         manifest["spec"]["cluster"]["backoffLimit"] = 0
-        operator = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
-        operator.start()
-        try:
-            api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest).raise_for_status()
-            run = wait_phase(api, namespace, "doomed-errors", {"Succeeded", "Failed"}, timeout=300)
-        finally:
-            operator.stop()
+        run = run_to_phase(env, manifest, {"Succeeded", "Failed"}, timeout=300)
     assert run["status"]["phase"] == "Failed" and run["status"]["models"]["solo"]["errored"] == 2
     failed = condition(run, "Failed")
     assert (failed["status"], failed["reason"]) == ("True", "AllItemsErrored")
