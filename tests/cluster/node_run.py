@@ -32,7 +32,6 @@ from tests.cluster import node_images, tenant
 from tests.cluster.controlplane import ControlPlane, wait_for
 from tests.cluster.node import Node
 from tests.cluster.pod_unit import pod_item
-from tests.cluster.tenant import tasks_yaml  # noqa: F401  (re-exported for the node tests)
 
 from atlasrun.servers.instance import free_port
 from atlasrun.starter.workspace import create_workspace

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 from tests.cluster.node import node_cluster  # noqa: F401  (fixture)
-from tests.cluster.node_run import MODEL_KEY, SERVER_PORTS, NodeRunEnv, node_run_env, tasks_yaml  # noqa: F401
+from tests.cluster.node_run import MODEL_KEY, SERVER_PORTS, NodeRunEnv, node_run_env  # noqa: F401
+from tests.cluster.tenant import tasks_yaml
 
 from atlasrun.runner.local import run_local
 from atlasrun.runspec.run import load_run_spec
