@@ -8,6 +8,7 @@ The probe waits for a go-byte that the test sends only once kube-router holds th
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cluster.controlplane import ControlPlane, wait_for
+from tests.cluster.controlplane import ControlPlane, GiveUp, wait_for
 from tests.cluster.node import Node, node_cluster  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
@@ -43,10 +44,14 @@ class Listeners:
             except OSError:
                 return
             self.accepted[s.getsockname()[1]] += 1
-            if is_go:
-                self.released.wait()
-                conn.sendall(b"g")
-            conn.close()
+            try:  # a probe attempt that gave up (its connect timed out) may have reset its end
+                if is_go:
+                    self.released.wait()
+                    conn.sendall(b"g")
+            except OSError:
+                pass
+            finally:
+                conn.close()
 
     def release(self) -> None:
         self.released.set()
@@ -110,17 +115,34 @@ def probe_under_policy(
         rules = subprocess.run(
             ["iptables-save", "-t", "filter"], capture_output=True, text=True, check=True
         ).stdout
-        return any("KUBE-POD-FW" in ln and ip in ln for ln in rules.splitlines())
+        return any("KUBE-POD-FW" in ln and ip in re.split(r"[\s/]", ln) for ln in rules.splitlines())
 
     wait_for(firewalled, 120, f"kube-router rules for pod {ip}")
     listeners.release()
 
     def message() -> str:
-        jsonpath = "jsonpath={.status.containerStatuses[0].state.terminated.message}"
-        return cp.kubectl("get", "pod", "probe", "-n", ns, "-o", jsonpath).stdout
+        state = probe_state()
+        terminated = state.get("terminated")
+        if terminated and not terminated.get("message"):
+            raise GiveUp(f"the probe ended without a result: {terminated}; {probe_story()}")
+        if not terminated:
+            raise RuntimeError(f"probe not finished: {state}")
+        return str(terminated["message"])
 
-    results = dict(ln.split("=", 1) for ln in wait_for(message, 120, "probe result").splitlines())
-    return ip, results
+    def probe_state() -> dict[str, Any]:
+        jsonpath = "jsonpath={.status.containerStatuses[0].state}"
+        out = cp.kubectl("get", "pod", "probe", "-n", ns, "-o", jsonpath).stdout
+        return json.loads(out) if out.strip() else {}
+
+    def probe_story() -> str:
+        logs = cp.kubectl("logs", "probe", "-n", ns, check=False)
+        return f"logs: {logs.stdout!r} {logs.stderr!r}; accepted per listener: {listeners.accepted}"
+
+    try:
+        found = wait_for(message, 120, "probe result")
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; {probe_story()}") from exc
+    return ip, dict(ln.split("=", 1) for ln in found.splitlines())
 
 
 def test_egress_allow_list_enforced(

@@ -33,8 +33,12 @@ ok:
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: probe HOST GO_PORT PORT...\n"); return 2; }
   int go = -1; char c;
-  while (strcmp(try_connect(argv[1], atoi(argv[2]), 3000, &go), "ok") != 0) sleep(1);
-  if (read(go, &c, 1) != 1) return 3;
+  const char *r;
+  while (strcmp(r = try_connect(argv[1], atoi(argv[2]), 3000, &go), "ok") != 0) {
+    fprintf(stderr, "go port %s: %s\n", argv[2], r);
+    sleep(1);
+  }
+  if (read(go, &c, 1) != 1) { perror("reading the go byte"); return 3; }
   close(go);
   char out[4096] = ""; size_t n = 0;
   for (int i = 3; i < argc; i++)
