@@ -90,7 +90,7 @@ node: controlplane
 # The images the node tests run (runner, operator, four sidecars), built by images/build.sh from an
 # mmdebstrap rootfs, cached by content under ~/.cache/atlasrun/images/node (tests/cluster/node_images.py).
 node-images: venv node
-	$(BIN)/python -m tests.cluster.node_images
+	PYTHONPATH=tests $(BIN)/python -m cluster.node_images
 
 # Jobs/s on the real node: bare pods (floor), trivial Jobs, Jobs with a native sidecar (bench/node_jobs.py).
 bench-node: venv node

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO)]
+sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 
-from tests.cluster.controlplane import ControlPlane, find_binaries, wait_for  # noqa: E402
-from tests.cluster.node import PAUSE_IMAGE, Node, node_paths  # noqa: E402
+from cluster.controlplane import ControlPlane, find_binaries, wait_for  # noqa: E402
+from cluster.node import PAUSE_IMAGE, Node, node_paths  # noqa: E402
 
 TRUE_IMAGE = "atlasrun.bench/true:1"
 REFERENCE = {"jobs trivial": 2.2, "jobs + sidecar": 1.5}  # issue 11, measured on this kind of machine

@@ -1,5 +1,5 @@
 """A real Kubernetes node for the node tests: containerd + kubelet + kube-scheduler + kube-router
-(NetworkPolicy firewall only) against a :class:`tests.cluster.controlplane.ControlPlane`.
+(NetworkPolicy firewall only) against a :class:`cluster.controlplane.ControlPlane`.
 
     with ControlPlane() as cp, Node(cp) as node:
         node.name                 # the Node object's name (Ready when start() returns)
@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import IO, Self
 
 import pytest
-from tests.cluster.controlplane import ControlPlane, binaries_or_skip, free_ports, wait_for
+
+from cluster.controlplane import ControlPlane, binaries_or_skip, free_ports, wait_for
 
 BUILD_SCRIPT = Path(__file__).with_name("build-node.sh")
 POD_CIDR = "10.244.0.0/24"

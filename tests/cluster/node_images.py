@@ -7,8 +7,8 @@ is built once per content key (its Dockerfile, the build scripts, the sources it
 bases) into an OCI archive under ``~/.cache/atlasrun/images/node/<target>/<key>.oci.tar``; the
 tests push the archives to the node's registry and reference them by the pushed digest.
 
-    python -m tests.cluster.node_images runner operator mcp-filesystem   # build what is missing
-    python -m tests.cluster.node_images --check TARGET...                # exit 3 if anything is missing
+    PYTHONPATH=tests python -m cluster.node_images runner operator mcp-filesystem   # build what is missing
+    PYTHONPATH=tests python -m cluster.node_images --check TARGET...                # exit 3 if anything is missing
 """
 
 from __future__ import annotations

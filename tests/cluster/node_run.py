@@ -1,7 +1,7 @@
 """AtlasRuns on the real node: the project's images in the node's registry, the starter workspace
 as a read-only PersistentVolume, moto's S3 and the scripted model on the node's bridge address.
 
-    env = node_run_env  (session fixture, shares tests.cluster.node.node_cluster)
+    env = node_run_env  (session fixture, shares cluster.node.node_cluster)
     env.images["runner"]               # 127.0.0.1:<port>/atlasrun/runner@sha256:...
     env.manifest("sweep", parallelism=4)
     with env.operator(): ...           # the operator as a host process with the chart's RBAC
@@ -28,16 +28,16 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from tests.cluster import node_images, tenant
-from tests.cluster.controlplane import ControlPlane, wait_for
-from tests.cluster.node import Node
-from tests.cluster.pod_unit import pod_item
 
 from atlasrun.servers.instance import free_port
 from atlasrun.starter.workspace import create_workspace
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
 from atlasrun.testing.scripted_provider import ScriptedProvider
+from cluster import node_images, tenant
+from cluster.controlplane import ControlPlane, wait_for
+from cluster.node import Node
+from cluster.pod_unit import pod_item
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP_PATH = "/apis/atlasrun.dev/v1alpha1"

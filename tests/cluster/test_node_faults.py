@@ -17,9 +17,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from tests.cluster.controlplane import wait_for
-from tests.cluster.node import node_cluster  # noqa: F401  (fixture)
-from tests.cluster.node_run import NodeRunEnv, item_of, node_run_env  # noqa: F401  (fixture)
+
+from cluster.controlplane import wait_for
+from cluster.node import node_cluster  # noqa: F401  (fixture)
+from cluster.node_run import NodeRunEnv, item_of, node_run_env  # noqa: F401  (fixture)
 
 # The first test here may build the images (minutes on a bare machine, then cached by content).
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(2400)]

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cluster.controlplane import ControlPlane, GiveUp, wait_for
-from tests.cluster.node import Node, node_cluster  # noqa: F401  (fixture)
+
+from cluster.controlplane import ControlPlane, GiveUp, wait_for
+from cluster.node import Node, node_cluster  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 PROBE_SRC = Path(__file__).with_name("probe") / "probe.c"

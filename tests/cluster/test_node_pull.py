@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cluster.controlplane import ControlPlane, wait_for
-from tests.cluster.node import Node, node_cluster, static_image_tar  # noqa: F401  (fixture)
-from tests.cluster.test_node_networkpolicy import PROBE_SRC  # runs after it: see issue 11 note
+
+from cluster.controlplane import ControlPlane, wait_for
+from cluster.node import Node, node_cluster, static_image_tar  # noqa: F401  (fixture)
+from cluster.test_node_networkpolicy import PROBE_SRC  # runs after it: see issue 11 note
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 RESTRICTED = {

@@ -30,13 +30,13 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.cluster import node_images
-from tests.cluster.controlplane import ControlPlane, wait_for
-from tests.cluster.node import Node, node_cluster  # noqa: F401  (fixture)
-from tests.cluster.node_run import images_or_skip
 
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.testing.scripted_provider import ScriptedProvider
+from cluster import node_images
+from cluster.controlplane import ControlPlane, wait_for
+from cluster.node import Node, node_cluster  # noqa: F401  (fixture)
+from cluster.node_run import images_or_skip
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(3600)]
 REPO = Path(__file__).resolve().parents[2]

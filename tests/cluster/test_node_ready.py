@@ -6,8 +6,9 @@ import json
 import time
 
 import pytest
-from tests.cluster.controlplane import ControlPlane, wait_for
-from tests.cluster.node import PAUSE_IMAGE, Node, node_cluster  # noqa: F401  (fixture)
+
+from cluster.controlplane import ControlPlane, wait_for
+from cluster.node import PAUSE_IMAGE, Node, node_cluster  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cluster.controlplane import ControlPlane
-from tests.cluster.node import Node, node_cluster  # noqa: F401  (fixture)
-from tests.cluster.test_node_networkpolicy import Listeners, listeners, probe_under_policy  # noqa: F401
 
 from atlasrun.cluster.egress import ANNOTATION
 from atlasrun.cluster.manifests import render_network_policy
 from atlasrun.runspec.run import RunSpecBody
+from cluster.controlplane import ControlPlane
+from cluster.node import Node, node_cluster  # noqa: F401  (fixture)
+from cluster.test_node_networkpolicy import Listeners, listeners, probe_under_policy  # noqa: F401
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.cluster.node import node_cluster  # noqa: F401  (fixture)
-from tests.cluster.node_run import MODEL_KEY, SERVER_PORTS, NodeRunEnv, node_run_env  # noqa: F401
-from tests.cluster.tenant import tasks_yaml
 
 from atlasrun.runner.local import run_local
 from atlasrun.runspec.run import load_run_spec
 from atlasrun.starter.workspace import create_workspace
+from cluster.node import node_cluster  # noqa: F401  (fixture)
+from cluster.node_run import MODEL_KEY, SERVER_PORTS, NodeRunEnv, node_run_env  # noqa: F401
+from cluster.tenant import tasks_yaml
 
 # The first test here may build the images (minutes on a bare machine, then cached by content).
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(2400)]
