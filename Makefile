@@ -126,8 +126,9 @@ check-unit: venv
 	ATLAS_SERVERS_HOME=$(abspath $(VENV))/no-servers tests/offline \
 	  $(BIN)/python -m pytest -q -n $(CHECK_JOBS) -m "$(UNIT_TESTS)"
 
+# --durations: the slowest tests' wall times in every CI log (the real-node scenarios among them).
 test: servers system-deps tools controlplane chart-tools kueue node-if-possible
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=40
 
 bench: servers sandbox-deps controlplane chart-tools
 	$(BIN)/python bench/cli_startup.py
