@@ -19,6 +19,13 @@ from conftest import SUM_TASK, write_run, write_tasks
 from test_tasks import atlas_row, write_csv
 
 
+def import_atlas(results: Path | str, tasks: Path | str, model: str, out: Path | str, *more: str) -> int:
+    """``atlas import-atlas RESULTS --tasks TASKS --model MODEL --out OUT [MORE...]``."""
+    return main(
+        ["import-atlas", str(results), "--tasks", str(tasks), "--model", model, "--out", str(out), *more]
+    )
+
+
 def conversation(task: str, answer: str) -> list[dict[str, Any]]:
     """An MCP-Atlas raw_conversation_history: string and part-list tool results, one failed call."""
     return [
@@ -105,21 +112,7 @@ def test_import_export_import_round_trip(
         "t3": "The sum is 2.",
     }
     results = write_csv(tmp_path / "results.csv", [results_row(t, a) for t, a in answers.items()])
-    assert (
-        main(
-            [
-                "import-atlas",
-                str(results),
-                "--tasks",
-                str(tasks_csv),
-                "--model",
-                "gpt-x",
-                "--out",
-                str(tmp_path / "a"),
-            ]
-        )
-        == 0
-    )
+    assert import_atlas(results, tasks_csv, "gpt-x", tmp_path / "a") == 0
     first = full_results(tmp_path / "a")
     assert sorted(first) == ["t1", "t2", "t3"]
     t1 = first["t1"]
@@ -140,21 +133,7 @@ def test_import_export_import_round_trip(
     assert list(rows[0]) == ["task_id", "raw_conversation_history", "response"]  # nothing scored yet
     assert [r["task_id"] for r in rows] == ["t1", "t2", "t3"]
 
-    assert (
-        main(
-            [
-                "import-atlas",
-                str(exported),
-                "--tasks",
-                str(tasks_csv),
-                "--model",
-                "gpt-x",
-                "--out",
-                str(tmp_path / "b"),
-            ]
-        )
-        == 0
-    )
+    assert import_atlas(exported, tasks_csv, "gpt-x", tmp_path / "b") == 0
     second = full_results(tmp_path / "b")
     assert sorted(second) == sorted(first)
     for task_id, result in second.items():
@@ -175,18 +154,7 @@ def test_bad_conversation_json_names_row_and_column_and_the_rest_import(
         {"task_id": "t4", "raw_conversation_history": "", "response": ""},
     ]
     results = write_csv(tmp_path / "results.csv", rows)
-    code = main(
-        [
-            "import-atlas",
-            str(results),
-            "--tasks",
-            str(tasks_csv),
-            "--model",
-            "m",
-            "--out",
-            str(tmp_path / "o"),
-        ]
-    )
+    code = import_atlas(results, tasks_csv, "m", tmp_path / "o")
     err = capsys.readouterr().err
     assert code == 1
     assert "rejected: results.csv line 3, task t2, field raw_conversation_history: not valid JSON" in err
@@ -238,25 +206,8 @@ def test_scores_are_imported_exported_and_unjudged_rows_rescored(tmp_path: Path,
         ],
     )
     out = tmp_path / "imported"
-    assert (
-        main(
-            [
-                "import-atlas",
-                str(results),
-                "--tasks",
-                str(tasks_csv),
-                "--model",
-                "gpt",
-                "--out",
-                str(out),
-                "--scores",
-                str(scores),
-                "--judge-model",
-                "gemini/gemini-2.5-pro",
-            ]
-        )
-        == 0
-    )
+    more = ["--scores", str(scores), "--judge-model", "gemini/gemini-2.5-pro"]
+    assert import_atlas(results, tasks_csv, "gpt", out, *more) == 0
     got = full_results(out)
     t1 = got["t1"]
     assert (t1.status, t1.coverage, t1.passed) == ("scored", 0.75, True)
@@ -318,21 +269,7 @@ def test_a_real_run_exports_and_reimports_with_its_tool_calls(tmp_path: Path, da
     outcome = run_local(load_run_spec(run_file), tmp_path / "run", data_dir, progress=False)
     original = full_results(outcome.out)
     assert main(["export-atlas", str(outcome.out), "--out", str(tmp_path / "run.csv")]) == 0
-    assert (
-        main(
-            [
-                "import-atlas",
-                str(tmp_path / "run.csv"),
-                "--tasks",
-                str(tasks),
-                "--model",
-                "replay",
-                "--out",
-                str(tmp_path / "back"),
-            ]
-        )
-        == 0
-    )
+    assert import_atlas(tmp_path / "run.csv", tasks, "replay", tmp_path / "back") == 0
     back = full_results(tmp_path / "back")
     assert sorted(back) == sorted(original) == ["missing-file", "sum-numbers"]
     for task_id, result in back.items():
@@ -380,8 +317,7 @@ def test_harness_errors_error_text_results_and_crashed_scoring(tmp_path: Path, t
         ],
     )
     out = tmp_path / "imported"
-    args = ["import-atlas", str(results), "--tasks", str(tasks_csv), "--model", "gpt", "--out", str(out)]
-    assert main([*args, "--scores", str(scores)]) == 0
+    assert import_atlas(results, tasks_csv, "gpt", out, "--scores", str(scores)) == 0
     got = full_results(out)
     t1 = got["t1"]
     assert (t1.status, t1.coverage, t1.stop_reason) == ("error", None, "infra_error")
@@ -403,18 +339,7 @@ def test_an_unreadable_results_line_is_rejected_by_line_and_the_rest_import(
         json.dumps(results_row("t3", "c")),
     ]
     results.write_text("\n".join(lines) + "\n")
-    code = main(
-        [
-            "import-atlas",
-            str(results),
-            "--tasks",
-            str(tasks_csv),
-            "--model",
-            "m",
-            "--out",
-            str(tmp_path / "o"),
-        ]
-    )
+    code = import_atlas(results, tasks_csv, "m", tmp_path / "o")
     err = capsys.readouterr().err
     assert code == 1
     assert "rejected: results.jsonl line 2, field (row): line is not a JSON object (got list)" in err

@@ -60,6 +60,18 @@ ADMIN_USER = "atlasrun-admin"
 T = TypeVar("T")
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None, grace: float) -> None:
+    """SIGTERM ``proc`` if it still runs, wait up to ``grace`` seconds, then SIGKILL and reap it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace)
+
+
 class GiveUp(Exception):
     """Raised by a ``wait_for`` check to stop waiting at once (e.g. the process died)."""
 
@@ -212,14 +224,7 @@ class ControlPlane:
         """Stop every process this object started (newest first): SIGTERM, wait, SIGKILL."""
         atexit.unregister(self.stop)
         while self._procs:
-            _, proc = self._procs.pop()
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=15)
+            stop_process(self._procs.pop()[1], 15)
         if not self.keep:
             for d in [self.workdir, *self._extra_dirs]:
                 if d:

@@ -36,7 +36,7 @@ from typing import Any, Self
 import httpx
 import yaml
 
-from cluster.controlplane import ControlPlane, free_ports, wait_for
+from cluster.controlplane import ControlPlane, free_ports, stop_process, wait_for
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build-kueue.sh"
@@ -222,13 +222,7 @@ class Kueue:
         return self
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=20)
+        stop_process(self.proc, 20)
         if self.workdir and not os.environ.get("ATLASRUN_KEEP_CONTROLPLANE"):
             shutil.rmtree(self.workdir, ignore_errors=True)
 

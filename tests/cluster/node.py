@@ -33,7 +33,7 @@ from typing import IO, Self
 
 import pytest
 
-from cluster.controlplane import ControlPlane, binaries_or_skip, free_ports, wait_for
+from cluster.controlplane import ControlPlane, binaries_or_skip, free_ports, stop_process, wait_for
 
 BUILD_SCRIPT = Path(__file__).with_name("build-node.sh")
 POD_CIDR = "10.244.0.0/24"
@@ -193,14 +193,7 @@ class Node:
         iptables rules, kube-router's chains and the work directory."""
         atexit.unregister(self.stop)
         while self._procs:
-            _, proc = self._procs.pop()
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=20)
+            stop_process(self._procs.pop()[1], 20)
         if self.workdir != Path():
             self._kill_containers()
             self._kill_leftover_shims()
