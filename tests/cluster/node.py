@@ -69,9 +69,10 @@ def node_paths_or_skip() -> dict[str, str]:
         pytest.skip(str(exc))
 
 
-def static_image_tar(binary: Path, image: str, out: Path) -> None:
+def static_image_tar(binary: Path, image: str, out: Path, labels: dict[str, str] | None = None) -> None:
     """An OCI image archive named ``image`` holding only ``/<binary name>`` (a static binary) as
-    its entrypoint, user 65535 (no registry serves images here: the pause image is made this way)."""
+    its entrypoint, user 65535 (no registry serves images here: the pause image is made this way).
+    ``labels`` go into the image config, so they change the image ID."""
     layer = io.BytesIO()
     with tarfile.open(fileobj=layer, mode="w") as tar:
         info = tar.gettarinfo(str(binary), arcname=binary.name)
@@ -84,7 +85,11 @@ def static_image_tar(binary: Path, image: str, out: Path) -> None:
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Entrypoint": [f"/{binary.name}"], "User": "65535:65535"},
+        "config": {
+            "Entrypoint": [f"/{binary.name}"],
+            "User": "65535:65535",
+            **({"Labels": labels} if labels else {}),
+        },
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer_raw).hexdigest()]},
     }
     blobs: dict[str, bytes] = {}

@@ -41,7 +41,13 @@ def test_pull_by_digest_and_missing_digest(node_cluster: tuple[ControlPlane, Nod
     t0 = time.monotonic()
     probe = tmp_path / "probe"
     subprocess.run(["gcc", "-Os", "-static", "-o", str(probe), str(PROBE_SRC)], check=True)
-    static_image_tar(probe, "atlasrun.test/probe:pushed", tmp_path / "probe.tar")
+    # A label makes this image's ID differ from the probe the NetworkPolicy tests import. Once the
+    # kubelet has pulled an image ID from a registry, it records which names it was pulled under
+    # (ImagePulledRecord, kubelet/image_manager/pulled) and refuses that ID under any other name
+    # with imagePullPolicy Never (ErrImageNeverPull): it must "attempt a pull" to check credentials.
+    static_image_tar(
+        probe, "atlasrun.test/probe:pushed", tmp_path / "probe.tar", labels={"atlasrun.test/use": "pull"}
+    )
     ref = node.push_oci_archive(tmp_path / "probe.tar", "atlasrun/probe")
     assert "@sha256:" in ref
     missing = ref.split("@", 1)[0] + "@sha256:" + "0" * 64
