@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,8 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path, data_dir: Path) ->
             assert asked.wait(60)
             os.kill(proc.pid, signal.SIGINT)
             # Stopping the servers takes a few seconds (the MCP SDK gives a stdio server 2 s to exit
-            # after its stdin closes); minutes only on a machine under heavy load. Not a timing test.
+            # after its stdin closes). A clean-up that hangs ends after runner/interrupt.py's grace
+            # period (30 s) with the tasks it waited on. Not a timing test: the bound is generous.
             _, err = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:
@@ -138,4 +140,10 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path, data_dir: Path) ->
                 proc.wait()
     assert proc.returncode == EXIT_INTERRUPTED, err
     assert "Traceback" not in err and "Future exception was never retrieved" not in err, err
+    if "exiting anyway" in err:  # seen once in ~40 full runs, not reproduced: keep what it waited on
+        warnings.warn(f"the clean-up after Ctrl-C hung and was cut short:\n{err}", stacklevel=1)
+    else:  # the run's header line, then one line for the interruption
+        assert err.splitlines()[1:] == [
+            "interrupted: finished results are kept; run the same command again to resume"
+        ], err
     assert err.count("interrupted:") == 1

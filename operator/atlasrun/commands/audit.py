@@ -18,7 +18,6 @@ Exit status 1 when any task is flagged or any task row was rejected.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from atlasrun.agent.transcript import CallRecord, Transcript
 from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
 from atlasrun.judge.deterministic import DeterministicJudge, key_facts, ungrounded
 from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
+from atlasrun.runner.interrupt import run_interruptibly
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runspec.run import RunSpec
 from atlasrun.scoring.result import TaskResult
@@ -179,7 +179,7 @@ def run_audit(
         replay_needs_answer=False,
     )
     engine.manager.preflight(plan.servers_used())
-    asyncio.run(engine.run(engine.items({})))
+    run_interruptibly(engine.run(engine.items({})))
     judge = DeterministicJudge()
     by_id = {r.task_id: r for r in results}
     rows = [audit_result(task, by_id[task.id], judge) for task in plan.tasks]

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from atlasrun import __version__
 from atlasrun.errors import EXIT_ITEM_ERRORS, EXIT_OK, InputError
 from atlasrun.runner.engine import Engine, Item
+from atlasrun.runner.interrupt import run_interruptibly
 from atlasrun.runner.local import write_summary
 from atlasrun.runner.plan import Plan
 from atlasrun.runner.record import RUN_FILE, RescoreInfo, RunRecord, read_record
@@ -152,7 +153,7 @@ def rescore(
     store.write_json(RECORD, record)
     done = store.load()
     todo = [line for key, line in sorted(latest.items()) if key not in done or done[key].status == "error"]
-    asyncio.run(_rescore(engine, source, todo))
+    run_interruptibly(_rescore(engine, source, todo))
     run_record = read_record(source_dir / RUN_FILE, RunRecord) or RunRecord(atlasrun_version=__version__)
     run_record.spec = spec.model_dump(mode="json", by_alias=True)
     run_record.judge = engine.judge.info

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from atlasrun import __version__
 from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.engine import Engine, default_data_dir
 from atlasrun.runner.fingerprint import check_resume, exclusive_lock, fingerprint, move_aside
+from atlasrun.runner.interrupt import run_interruptibly
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runner.progress import Progress
 from atlasrun.runner.record import RUN_FILE, RunRecord, read_record
@@ -96,7 +96,7 @@ def _run_locked(
     bar = progress if isinstance(progress, Progress) else Progress(len(items), enabled=progress)
     bar.start(len(items))
     engine.on_result = bar.update
-    asyncio.run(engine.run(items))
+    run_interruptibly(engine.run(items))
     keys = {
         (m.name, t.id, r)
         for r in range(spec.spec.repeats)
