@@ -77,7 +77,7 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--tasks", type=int, default=1000)  # 200 gave 1-2 s repetitions: noisy c32 ratios
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument(
         "--baseline",
