@@ -147,6 +147,7 @@ def test_a_missing_key_reported_as_a_server_error_is_not_retried() -> None:
     assert found["kind"] == ErrorKind.PROVIDER_AUTH and len(found["requests"]) == 1
 
 
+@pytest.mark.heavy  # 13 s: real provider timeouts on both paths
 def test_garbage_and_a_hang_are_retried_alike() -> None:
     assert len(_both(Reply(raw_body="this is not json"))["requests"]) == 3
     hung = _both(Reply(hang=True))

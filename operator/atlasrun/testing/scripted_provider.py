@@ -122,7 +122,11 @@ class ScriptedProvider:
         self._server = _Server((host, port), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="scripted-provider", daemon=True
+            # A short poll: ``shutdown()`` waits for the next one (0.5 s by default, per provider).
+            target=self._server.serve_forever,
+            args=(0.02,),
+            name="scripted-provider",
+            daemon=True,
         )
 
     @property
