@@ -39,24 +39,24 @@ def tasks_yaml(tasks: Sequence[Task]) -> str:
     return yaml.safe_dump({"tasks": [t.model_dump(mode="json", exclude={"source"}) for t in tasks]})
 
 
+def crd_established(cp: ControlPlane) -> bool:
+    """The AtlasRun CRD's Established condition is True (False while it is missing or pending)."""
+    out = cp.kubectl(
+        "get",
+        "crd",
+        "atlasruns.atlasrun.dev",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+        check=False,
+    ).stdout
+    return out.strip() == "True"
+
+
 def install_crd(cp: ControlPlane, timeout: float = 180) -> None:
     """Apply the AtlasRun CRD and wait until it is Established."""
     cp.kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "atlasrun.yaml"))
-    wait_for(  # not `kubectl wait`: on a loaded host it can fail before the CRD is even listed
-        lambda: (
-            cp.kubectl(
-                "get",
-                "crd",
-                "atlasruns.atlasrun.dev",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                check=False,
-            ).stdout.strip()
-            == "True"
-        ),
-        timeout,
-        "the AtlasRun CRD Established",
-    )
+    # not `kubectl wait`: on a loaded host it can fail before the CRD is even listed
+    wait_for(lambda: crd_established(cp), timeout, "the AtlasRun CRD Established")
 
 
 @contextmanager

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from cluster.controlplane import ControlPlane, binaries_or_skip, wait_for
+from cluster.tenant import crd_established
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -32,18 +33,6 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 DIGEST = "sha256:" + "ab" * 32
 # The chart README's upgrade step, verbatim (test_chart_platform.py checks the README has it).
 UPGRADE_CRD = ("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds" / "atlasrun.yaml"))
-
-
-def established(cp: ControlPlane) -> bool:
-    out = cp.kubectl(
-        "get",
-        "crd",
-        "atlasruns.atlasrun.dev",
-        "-o",
-        "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-        check=False,
-    ).stdout
-    return out.strip() == "True"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +77,7 @@ def test_crd_upgrade_keeps_runs_and_accepts_new_fields(cp: ControlPlane) -> None
     api = cp.client()
     # helm install creates crds/ with a plain create (no server-side apply field manager).
     cp.kubectl("create", "-f", str(PREVIOUS_CRD))
-    wait_for(lambda: established(cp), 60, "the 0.1.0 CRD established")
+    wait_for(lambda: crd_established(cp), 60, "the 0.1.0 CRD established")
     cp.create_namespace("evals")
     for manifest in (run("old-plain"), run("old-suspended", suspend=True)):
         api.post(RUNS, json=manifest).raise_for_status()
@@ -102,7 +91,7 @@ def test_crd_upgrade_keeps_runs_and_accepts_new_fields(cp: ControlPlane) -> None
 
     result = cp.kubectl(*UPGRADE_CRD)
     assert "serverside-applied" in result.stdout, result.stdout + result.stderr
-    wait_for(lambda: established(cp), 60, "the upgraded CRD established")
+    wait_for(lambda: crd_established(cp), 60, "the upgraded CRD established")
     crd = api.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/atlasruns.atlasrun.dev").json()
     root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     schema = root["spec"]
@@ -138,9 +127,9 @@ def test_crd_upgrade_keeps_runs_and_accepts_new_fields(cp: ControlPlane) -> None
 
 def test_helm_upgrade_rolls_the_operator_when_the_policy_changes(cp: ControlPlane) -> None:
     api = cp.client()
-    if not established(cp):  # run alone: the CRD as an install from this chart has it
+    if not crd_established(cp):  # run alone: the CRD as an install from this chart has it
         cp.kubectl(*UPGRADE_CRD)
-        wait_for(lambda: established(cp), 60, "the CRD established")
+        wait_for(lambda: crd_established(cp), 60, "the CRD established")
     cp.create_namespace("atlasrun-system")
     common = ["--namespace", "atlasrun-system", "--set", f"image.digest={DIGEST}", "--skip-crds"]
     helm(cp, "install", "atlasrun", str(CHART), *common)
