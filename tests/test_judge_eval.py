@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,18 +15,66 @@ from atlasrun.scoring.judge_eval import PairOutcome, load_labels, summarize
 DATA = Path(__file__).parent / "data"
 
 
-def _eval_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+def _eval_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert main(["judge-eval", str(path), "--judge", "deterministic", "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    body: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return body
 
 
-@pytest.mark.parametrize("name", ["judge_labels.jsonl", "judge_labels_holdout.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["judge_labels.jsonl", "judge_labels_holdout.jsonl", "judge_labels_dev2.jsonl"]
+)
 def test_deterministic_judge_meets_the_goal(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20's goal: fulfilled precision >= 0.95 and accuracy >= 0.90 on the answered pairs, at
+    most 30% abstained. (These sets were used for tuning: the held-out measure is the blind set.)"""
     body = _eval_json(DATA / name, capsys)
     assert set(body) >= {"n", "accuracy", "kappa", "fulfilled_precision", "fulfilled_recall", "confusion"}
-    assert body["n"] == len(load_labels(DATA / name))
-    assert body["accuracy"] >= 0.85, body
+    assert set(body) >= {"abstained", "abstention_rate", "accuracy_abstain_wrong", "abstained_by_kind"}
+    assert body["n"] + body["abstained"] + body["failed"] == len(load_labels(DATA / name))
+    assert body["accuracy"] >= 0.90, body
     assert body["fulfilled_precision"] >= 0.95, body
+    assert body["abstention_rate"] <= 0.30, body
+    assert body["accuracy_abstain_wrong"] == pytest.approx(
+        body["accuracy"] * body["n"] / (body["n"] + body["abstained"])
+    )
+
+
+def test_abstentions_are_counted_apart_and_as_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A header line is skipped; a hedged answer is abstained on: out of the answered figures, in
+    ``abstained`` and by kind, and wrong in ``accuracy_abstain_wrong``."""
+    rows = [
+        {"_comment": "a header: what this set is for"},
+        {"id": "a", "claim": "The sum is 42", "answer": "The sum is 42.", "label": "fulfilled"},
+        {"id": "b", "claim": "The sum is 42", "answer": "The sum is 30.", "label": "not_fulfilled"},
+        {
+            "id": "c",
+            "claim": "The sum is 42",
+            "answer": "The sum might be 42.",
+            "label": "partially_fulfilled",
+        },
+    ]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [p.id for p in load_labels(labels)] == ["a", "b", "c"]
+    body = _eval_json(labels, capsys)
+    assert (body["n"], body["abstained"], body["failed"]) == (2, 1, 0)
+    assert (body["accuracy"], body["fulfilled_precision"]) == (1.0, 1.0)
+    assert body["accuracy_abstain_wrong"] == pytest.approx(2 / 3) and body[
+        "abstention_rate"
+    ] == pytest.approx(1 / 3)
+    assert body["abstained_by_kind"] == {"hedged": 1}
+    assert main(["judge-eval", str(labels), "--judge", "deterministic", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "2 pair(s) answered, 1 abstained (0.333)" in out and "abstentions by kind: hedged 1" in out
+    assert (
+        "accuracy counting an abstention as wrong 0.667" in out
+        and "  c: label partially_fulfilled: uncertain (hedged)" in out
+    )
+    labels.write_text(json.dumps({"_comment": "x", "id": "z"}) + "\n")  # not a header: more than a comment
+    with pytest.raises(InputError, match="line 1, id z"):
+        load_labels(labels)
 
 
 def test_labelled_sets_cover_every_category() -> None:

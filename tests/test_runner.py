@@ -397,6 +397,9 @@ def test_several_judges_primary_decides_others_recorded(tmp_path: Path, data_dir
             ["replay"],
             judges=[
                 {"name": "deterministic"},
+                # the judge after the deterministic one labels only what it abstained on (a chain);
+                # the ones after that label every claim: "strict" is secondary
+                {"name": "fallback", "model": "openai/fallback", "apiBase": judge.api_base},
                 {"name": "strict", "model": "openai/strict", "apiBase": judge.api_base},
             ],
         )

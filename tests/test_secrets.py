@@ -80,6 +80,8 @@ def test_sentinel_secrets_appear_nowhere(tmp_path: Path, data_dir: Path) -> None
         ]
         judges = [
             {"name": "deterministic"},
+            # the deterministic judge's fallback (its abstentions only); "llm" labels every claim
+            {"name": "fallback", "model": "openai/judge", "apiBase": judge.api_base, "apiKeyEnv": JUDGE_ENV},
             {"name": "llm", "model": "openai/judge", "apiBase": judge.api_base, "apiKeyEnv": JUDGE_ENV},
         ]
         run_file = write_run(

@@ -1,7 +1,8 @@
 """``atlas judge-eval LABELS.jsonl --judge NAME``: measure a judge against hand-labelled pairs.
 
 Prints the confusion matrix, exact agreement, Cohen's kappa and precision/recall of
-``fulfilled``; ``--json`` prints them as one object. NAME is ``deterministic`` or a judge of
+``fulfilled`` on the pairs the judge answered, its abstentions (count, rate, by kind) and the
+accuracy counting an abstention as wrong; ``--json`` prints them as one object. NAME is ``deterministic`` or a judge of
 the run file given with ``--run`` (an LLM judge is called once per pair).
 """
 
@@ -50,7 +51,10 @@ def cmd_judge_eval(args: argparse.Namespace) -> int:
         print(json.dumps(body, indent=2))
         return 0
     short = {"fulfilled": "F", "partially_fulfilled": "P", "not_fulfilled": "N"}
-    print(f"judge {result.judge} on {args.labels}: {result.n} pair(s) judged, {result.failed} failed")
+    print(
+        f"judge {result.judge} on {args.labels}: {result.n} pair(s) answered, "
+        f"{result.abstained} abstained ({_fmt(result.abstention_rate)}), {result.failed} failed"
+    )
     print("\nconfusion (rows: label, columns: judge)")
     print(f"{'':>22}" + "".join(f"{short[g]:>6}" for g in LABELS))
     for expected in LABELS:
@@ -58,7 +62,11 @@ def cmd_judge_eval(args: argparse.Namespace) -> int:
     print(
         f"\naccuracy {_fmt(result.accuracy)}  kappa {_fmt(result.kappa)}  "
         f"fulfilled precision {_fmt(result.fulfilled_precision)}  recall {_fmt(result.fulfilled_recall)}"
+        f"\naccuracy counting an abstention as wrong {_fmt(result.accuracy_abstain_wrong)}"
     )
+    if result.abstained_by_kind:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(result.abstained_by_kind.items()))
+        print(f"abstentions by kind: {kinds}")
     if len(result.by_category) > 1:
         print("\nexact agreement by category")
         for category, acc in result.by_category.items():
@@ -66,14 +74,19 @@ def cmd_judge_eval(args: argparse.Namespace) -> int:
     if args.verbose:
         print("\ndisagreements")
         for o in result.outcomes:
-            if o.got != o.expected:
+            if o.got != o.expected and o.abstained is None:
                 print(f"  {o.id}: label {o.expected}, judge {o.got}: {o.reason}")
+        print("\nabstentions")
+        for o in result.outcomes:
+            if o.abstained is not None:
+                print(f"  {o.id}: label {o.expected}: {o.reason}")
     return 0
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "judge-eval", help="measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa"
+        "judge-eval",
+        help="measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa, abstentions",
     )
     parser.add_argument("labels", metavar="LABELS.jsonl", help='JSONL lines {"id","claim","answer","label"}')
     parser.add_argument("--judge", required=True, help="'deterministic' or a judge name from --run")

@@ -1,208 +1,67 @@
-"""A deterministic claims judge: the claim's facts looked up in the answer, MCP-Atlas tolerances.
+"""A deterministic claims judge, conservative by construction: a verdict only on decisive evidence,
+otherwise an abstention with its reason (``ClaimVerdict.abstained``).
 
 For offline runs and as a cross-check of LLM judges. The claim is read into key facts
-(``judge.facts``: quantities with units, dates, times, identifiers, names, list items) and content
-words. Each key fact is *matched* in the answer, *contradicted* (the answer states another value of
-the same kind: another number, date, time, same-shaped id or name) or *missing*. Numbers match within
-5%, percentages within 1 percentage point (``0.5`` = ``50%`` = ``half``), years exactly, units
-converted (``10 km`` = ``6.2 miles``).
+(``judge.facts``: quantities with units and currencies, dates, zoned times, identifiers, names,
+list items) and content words; each key fact is matched in the answer (``judge.matching``, MCP-Atlas
+tolerances: numbers 5%, percentages 1 point, years exact, units converted).
 
-Verdict, strictest first: an empty answer, a contradicted fact, negation (``not``, ``never``,
-``no longer``, ``unpaid``), an opposite direction word (rose/fell, more/fewer), swapped roles
-(``B reports to A``), or the value found only in a dump of candidate numbers -> not fulfilled. All key
-facts matched -> fulfilled, unless the answer hedges (``might``, ``either``) -> partially. Some
-matched -> partially; none -> not fulfilled (also for refusals). A claim with no key facts is judged
-on its content words. Every reason names what matched and what did not.
+Decisive, strictest first: an empty answer, a contradicted fact (a wrong value, or the right value
+corrected to another), a value only in a dump of candidates, a refusal, the answer negating the claim
+in the sentence of its facts, an opposite direction word (rose/fell), swapped roles -> not fulfilled.
+No key fact found -> not fulfilled; some -> partially. All found, said together with the claim's
+words, nothing uncertain -> fulfilled. A claim without key facts is fulfilled only when one
+declarative sentence carries all its content words.
+
+Also decisive: two facts of the claim never said in one clause while the clause of one holds another
+value in the other's place ("Marcus Webb ... in Austin" for "Marcus Webb is in Berlin").
+
+Abstained (a false pass is the worst error a judge can make): another candidate value for a matched
+quantity (same kind, attached to the claim's words, or standing in the sentence that says most of
+the claim), a negated claim the answer does not negate, roles under an unknown relation or another
+agent the claim does not name, a bare number for a claim with a unit, a time whose zone is not
+certain, a name given only in part, a hedge or a question in the sentence of the facts, facts not
+said with the claim's words, a claim without key facts and no decisive sentence, and text in a
+language the word lists do not cover.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 
-from atlasrun.judge.base import ClaimVerdict, JudgeInfo, Label
-from atlasrun.judge.facts import (
-    NUMBER_TOLERANCE,
-    PERCENT_POINTS,
-    Date,
-    Facts,
-    Quantity,
-    read,
-    stem,
+from atlasrun.judge.base import Abstention, ClaimVerdict, JudgeInfo, Label
+from atlasrun.judge.evidence import (
+    Span,
+    asks,
+    attached,
+    clauses,
+    foreign,
+    sentence_at,
+    sentences,
+    stems_of,
+    with_header,
 )
+from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts, read, stem
 from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, REFUSALS, STOPWORDS
+from atlasrun.judge.matching import Tally, claim_stems, tally_facts
+from atlasrun.judge.roles import agent_check, role_conflict
 
-VERSION = "deterministic/2"
+VERSION = "deterministic/3"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
-_NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|\w+n't)$")
+_NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|zero|0|\w+n't)$")  # "0 failed": none
 _HEDGE_PHRASES = re.compile(
     r"\b(?:not sure|not certain|could(?: not|n't) (?:verify|confirm)|cannot confirm|can't confirm)\b"
 )
 _CLAUSE_BREAK = {".", ",", ";", ":", "!", "?", "but", "though", "although", "however", "while"}
-
-
-def _comparable(a: Quantity, b: Quantity) -> bool:
-    if a.dim == b.dim:
-        return True
-    if "percent" in (a.dim, b.dim):
-        return (b if a.dim == "percent" else a).dim is None  # 0.12 or a bare 12 for 12%
-    return a.dim is None or b.dim is None
-
-
-def _same(claim: Quantity, got: Quantity) -> bool:
-    if not _comparable(claim, got):
-        return False
-    if claim.dim == "percent" or got.dim == "percent":
-        c = claim.number if claim.dim == "percent" or abs(claim.number) > 1 else claim.number * 100
-        g = got.number if got.dim == "percent" or abs(got.number) > 1 else got.number * 100
-        return abs(c - g) <= PERCENT_POINTS + 1e-9
-    c, g = (claim.value, got.value) if claim.dim == got.dim else (claim.number, got.number)
-    if claim.exact or got.exact:
-        return c == g
-    if (c < 0) != (g < 0):
-        return False
-    return abs(c - g) <= NUMBER_TOLERANCE * abs(c) + 1e-9
-
-
-def _date_same(a: Date, b: Date) -> bool:
-    if a.month != b.month:
-        return False
-    if a.day is not None and b.day is not None and a.day != b.day:
-        return False
-    if a.day is not None and b.day is None:
-        return False
-    return a.year is None or b.year is None or a.year == b.year
-
-
-def _shape(identifier: str) -> str:
-    return re.sub(r"[a-z]+", "a", re.sub(r"\d+", "9", identifier.lower()))
-
-
-_SOFT_ID = re.compile(r"[a-z]+(?:-[a-z]+)+")
-
-
-def _id_in(identifier: str, text: str) -> bool:
-    body = re.escape(identifier)
-    if _SOFT_ID.fullmatch(identifier):  # highest-priority == highest priority
-        body = body.replace(r"\-", r"[-\s]")
-    return re.search(rf"(?<![\w-]){body}(?![\w-]|\.\w)", text, re.I) is not None
-
-
-def _name_in(name: list[str], answer: Facts) -> bool:
-    last = name[-1]
-    if len(last) <= 2:  # "Store A": a one-letter name must match in case
-        return re.search(rf"\b{re.escape(' '.join(name))}\b", answer.text) is not None
-    low = last.lower()
-    if re.search(rf"(?<![^\W_]){re.escape(low)}(?![^\W_])", answer.text.lower()):
-        return True  # also inside "Asia/Tokyo" or "Webb's"
-    return any(len(low) >= 4 and w.startswith(low) for w in answer.words)
-
-
-def _answer_names(answer: Facts) -> set[str]:
-    return {w.lower() for phrase in answer.names for w in phrase}
-
-
-class _Tally:
-    def __init__(self) -> None:
-        self.matched: list[str] = []
-        self.missing: list[str] = []
-        self.contradicted: list[str] = []
-
-    def add(self, what: str, ok: bool, contradiction: str | None) -> None:
-        if ok:
-            self.matched.append(what)
-        elif contradiction:
-            self.contradicted.append(f"{what} (answer: {contradiction})")
-        else:
-            self.missing.append(what)
-
-
-def _in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> bool:
-    """True when the span sits in a run of 4+ values separated only by commas (a list of candidates)."""
-    ordered = sorted(set(spans))
-    i = ordered.index(span)
-    run = 1
-    for step in (-1, 1):
-        j = i
-        while 0 <= j + step < len(ordered):
-            (_, a_end), (b_start, _) = sorted((ordered[j], ordered[j + step]))
-            if not re.fullmatch(r"[\s,;/|$€£]*(?:and|or)?[\s,;/|$€£]*", text[a_end:b_start]):
-                break
-            run += 1
-            j += step
-    return run >= 4
-
-
-def _tally(claim: Facts, answer: Facts) -> tuple[_Tally, list[str]]:
-    tally, dumps = _Tally(), []
-    claim_values = claim.quantities
-    for q in claim_values:
-        hits = [g for g in answer.quantities if _same(q, g)]
-        spans = [(g.start, g.end) for g in answer.quantities]
-        if hits and all(_in_dump((h.start, h.end), spans, answer.residual) for h in hits):
-            dumps.append(q.text)
-            continue
-        others = [
-            g.text
-            for g in answer.quantities + answer.ranges
-            if _comparable(q, g) and g.exact == q.exact and not any(_same(c, g) for c in claim_values)
-        ]
-        tally.add(q.text, bool(hits), others[0] if others and not hits else None)
-    for d in claim.dates:
-        same_dates = [g for g in answer.dates if _date_same(d, g)]
-        date_spans = [(g.start, g.start + len(g.text)) for g in answer.dates]
-        if same_dates and all(
-            _in_dump((h.start, h.start + len(h.text)), date_spans, answer.text) for h in same_dates
-        ):
-            dumps.append(d.text)
-            continue
-        others = [g.text for g in answer.dates if not any(_date_same(c, g) for c in claim.dates)]
-        tally.add(d.text, bool(same_dates), others[0] if others and not same_dates else None)
-    for t in claim.times:
-        ok = any(t.minutes == g.minutes for g in answer.times)
-        others = [g.text for g in answer.times if all(g.minutes != c.minutes for c in claim.times)]
-        tally.add(t.text, ok, others[0] if others and not ok else None)
-    claim_shapes = {_shape(i) for i in claim.ids}
-    answer_ids = [
-        i
-        for i in answer.ids
-        if re.search(r"[\d_./#]", i) or any(ch.isupper() for ch in _original(i, answer.text))
-    ]
-    for ident in claim.ids:
-        ok = _id_in(ident, answer.text)
-        if not ok and _SOFT_ID.fullmatch(ident):
-            continue  # "second-highest": an English compound as likely as a name; its absence proves nothing
-        rivals = [
-            i
-            for i in answer_ids
-            if _shape(i) == _shape(ident) and i not in claim.ids and _shape(i) in claim_shapes
-        ]
-        tally.add(ident, ok, rivals[0] if rivals and not ok else None)
-    claim_words = {w.lower() for phrase in claim.names for w in phrase} | {stem(w) for w in claim.words}
-    rival_names = sorted(
-        n for n in _answer_names(answer) if n not in claim_words and stem(n) not in claim_words
-    )
-    for name in claim.names:
-        ok = _name_in(name, answer)
-        tally.add(" ".join(name), ok, rival_names[0] if rival_names and not ok else None)
-    for phrase in claim.quoted:
-        tally.add(f"'{phrase}'", phrase in answer.text.lower(), None)
-    answer_stems = {stem(w) for w in answer.words}
-    for item in claim.items:
-        tally.add(
-            item,
-            item in answer_stems or any(s.startswith(item) for s in answer_stems if len(item) >= 4),
-            None,
-        )
-    return tally, dumps
+_RELATION_SHARE = 0.5  # of the claim's content words, said in the sentences of its facts
 
 
 def key_facts(claim: str, text: str) -> tuple[list[str], list[str]]:
     """(found, not found) key facts of ``claim`` in ``text`` as this judge reads them; a value seen
     only in a list of candidates counts as found (for checking that claims are grounded in data)."""
-    tally, dumps = _tally(read(claim, claim=True), read(text))
-    return tally.matched + dumps, tally.missing + tally.contradicted
+    tally = tally_facts(read(claim, claim=True), read(text))
+    return tally.matched + tally.dumps, tally.missing + tally.contradicted
 
 
 def ungrounded(claim: str, text: str) -> list[str]:
@@ -215,31 +74,40 @@ def ungrounded(claim: str, text: str) -> list[str]:
     return missing if missing and not found else figures
 
 
-def _original(identifier: str, text: str) -> str:
-    m = re.search(re.escape(identifier), text, re.I)
-    return m.group(0) if m else identifier
-
-
 def _claim_terms(claim: Facts) -> set[str]:
     terms = {stem(w) for w in claim.words if w not in STOPWORDS}
     terms |= {w.lower() for phrase in claim.names for w in phrase}
     return terms | set(claim.ids)
 
 
-def _negated(text: str, terms: set[str]) -> str | None:
-    """The negation cue in ``text`` that applies to one of the claim's terms, if any."""
-    text = _HEDGE_PHRASES.sub(" hedge ", text.lower())
-    tokens = re.findall(r"[\w'./#-]+|[.,;:!?]", text)
-    for i, token in enumerate(tokens):
-        if not _NEGATION.match(token):
-            continue
-        cue = "no longer" if token == "no" and i + 1 < len(tokens) and tokens[i + 1] == "longer" else token
-        for nxt in tokens[i + 1 : i + 6]:
-            if nxt in _CLAUSE_BREAK:
+def _negated(text: str, terms: set[str]) -> tuple[str, Span] | None:
+    """The first negation cue in ``text`` that applies to one of the claim's terms, and its sentence."""
+    found = _negations(text, terms)
+    return found[0] if found else None
+
+
+def _negations(text: str, terms: set[str], counts: bool = True) -> list[tuple[str, Span]]:
+    """Every sentence of ``text`` with a negation cue applying to one of the claim's terms (``counts``:
+    "0 failed" and "zero errors" negate too; not for a claim with figures, compared as figures)."""
+    found: list[tuple[str, Span]] = []
+    for span in sentences(text):
+        sentence = _HEDGE_PHRASES.sub(" hedge ", text[span[0] : span[1]].lower())
+        tokens = re.findall(r"[\w'./#-]+|[.,;:!?]", sentence)
+        for i, token in enumerate(tokens):
+            if not _NEGATION.match(token) or (not counts and token in ("0", "zero")):
+                continue
+            cue = (
+                "no longer" if token == "no" and i + 1 < len(tokens) and tokens[i + 1] == "longer" else token
+            )
+            for nxt in tokens[i + 1 : i + 6]:
+                if nxt in _CLAUSE_BREAK:
+                    break
+                if nxt in terms or _has_stem(terms, stem(nxt)):
+                    found.append((f"{cue} {nxt}", span))
+                    break
+            if found and found[-1][1] == span:
                 break
-            if stem(nxt) in terms or nxt in terms:
-                return f"{cue} {nxt}"
-    return None
+    return found
 
 
 _DIRECTION_OF: dict[str, list[tuple[int, int]]] = {}
@@ -250,85 +118,58 @@ for _i, _pair in enumerate(DIRECTIONS):
 _DIRECTION_PHRASES = [w for w in _DIRECTION_OF if " " in w]
 
 
-def _direction_words(words: list[str], text: str) -> list[tuple[int, int]]:
+def _direction_words(words: list[str], text: str) -> set[tuple[int, int]]:
     """(pair index, side) of every direction word in the text."""
     low = f" {text.lower()} "
     found = [d for w in set(words) for d in _DIRECTION_OF.get(w, [])]
-    return found + [d for p in _DIRECTION_PHRASES if f" {p} " in low for d in _DIRECTION_OF[p]]
+    return set(found + [d for p in _DIRECTION_PHRASES if f" {p} " in low for d in _DIRECTION_OF[p]])
 
 
-def _direction_conflict(claim: Facts, answer: Facts) -> str | None:
-    claim_dirs = set(_direction_words(claim.words, claim.text))
-    answer_dirs = set(_direction_words(answer.words, answer.text))
-    for pair, side in sorted(claim_dirs):
+def _negation_verdict(
+    claim: Facts,
+    answer: Facts,
+    tally: Tally,
+    evidence: _Evidence,
+    negations: list[tuple[str, Span]],
+    summary: str,
+) -> Outcome | None:
+    """An answer negating the claim's words: decisive in the sentence of the facts, in a short answer
+    or where the negated sentence says the whole claim; uncertain where it says half of it; beside the
+    point elsewhere (a negation about something else in a long answer)."""
+    hedge = evidence.hedge() if tally.matched else None
+    if hedge:
+        return Abstention(kind="hedged", reason=f"answer hedges ('{hedge}'); {summary}")
+    near = [n for n in negations if n[1] in evidence.spans]
+    if not tally.matched or near or len(sentences(answer.text)) <= 2:
+        return "not_fulfilled", f"answer negates the claim ('{(near or negations)[0][0]}'); {summary}"
+    shares = [(_share(claim, answer.text[slice(*s)]), c) for c, s in negations]
+    best, cue = max(shares)
+    if best == 1.0:
+        return "not_fulfilled", f"answer negates the claim ('{cue}'); {summary}"
+    if best >= _RELATION_SHARE:
+        return Abstention(kind="negation", reason=f"'{cue}' in another sentence than the facts; {summary}")
+    return None
+
+
+def _direction_conflict(claim: Facts, answer: Facts, evidence: _Evidence | None) -> str | None:
+    """An opposite direction word, in the sentences of the facts when there are any."""
+    text = answer.text
+    if evidence:  # the sentences of the facts that also name the claim's subject, if it has one
+        subject = [" ".join(n).lower() for n in claim.names]
+        first = claim.first_name or ""
+        if first and re.search(rf"(?<![.!?\n]\s)(?<![.!?\n])(?<!^)\b{re.escape(first)}\b", answer.text):
+            subject.append(first.lower())  # "North's revenue": a name, as the answer writes it too
+        about = [s for s in evidence.sentences if all(n in s.lower() for n in subject if n)]
+        text = " ".join(about)
+    words = [w.lower().strip(".,;:!?'\"()") for w in re.findall(r"[\w'./#-]+", text)]
+    answer_dirs = _direction_words(words, text)
+    for pair, side in sorted(_direction_words(claim.words, claim.text)):
         if (pair, 1 - side) in answer_dirs and (pair, side) not in answer_dirs:
             up, down = DIRECTIONS[pair]
-            said = [
-                w
-                for w in sorted((down, up)[side])
-                if w in answer.words or f" {w} " in f" {answer.text.lower()} "
-            ]
-            meant = [
-                w
-                for w in sorted((up, down)[side])
-                if w in claim.words or f" {w} " in f" {claim.text.lower()} "
-            ]
+            said = [w for w in sorted((down, up)[side]) if f" {w} " in f" {' '.join(words)} "]
+            meant = [w for w in sorted((up, down)[side]) if f" {w} " in f" {' '.join(claim.words)} "]
             return f"claim says {meant[0] if meant else '?'}, answer says {said[0] if said else '?'}"
     return None
-
-
-def _roles(claim: Facts) -> list[str]:
-    """The claim's role-bearing terms (names and ids) in order of appearance."""
-    low = claim.text.lower()
-    terms = [" ".join(n).lower() for n in claim.names] + list(claim.ids)
-    if claim.first_name:
-        terms.append(claim.first_name.lower())
-    located = sorted((low.find(t), t) for t in terms if low.find(t) >= 0)
-    if len(located) < 2:
-        words = [w for w in re.findall(r"[\w./#-]+", low)]
-        content = [w for w in words if w not in STOPWORDS]
-        if len(content) >= 3:
-            located = sorted({(low.find(content[-1]), content[-1]), *located})
-            if claim.ids and claim.ids[0] != content[-1]:
-                pass
-    return [t for _, t in located]
-
-
-def _swapped(claim: Facts, answer: Facts) -> str | None:
-    roles = _roles(claim)
-    low_c, low_a = claim.text.lower(), answer.text.lower()
-    for a, b in itertools.pairwise(roles):
-        ca, cb = low_c.find(a), low_c.find(b)
-        between = low_c[ca + len(a) : cb]
-        relation = {stem(w) for w in re.findall(r"[a-z]+", between) if w not in STOPWORDS}
-        ka, kb = a.split()[-1], b.split()[-1]
-        pa, pb = _find_word(ka, low_a), _find_word(kb, low_a)
-        if pa < 0 or pb < 0 or pb > pa:
-            continue
-        if _copular(between):
-            continue  # "A is the B of C", "A, B and C are members of D": no agent/patient order
-        said = low_a[pb + len(kb) : pa]
-        said_words = re.findall(r"[a-z]+", said)
-        if "by" in said_words or "'s" in said or len(said_words) > 8:
-            continue  # passive voice or a possessive: roles kept
-        if relation and relation & {stem(w) for w in said_words}:
-            return f"'{b}' comes before '{a}' around '{between.strip()}'"
-        if not relation and said.strip() and said.strip() == between.strip():
-            return f"'{b}' comes before '{a}' around '{between.strip()}'"
-    return None
-
-
-def _copular(between: str) -> bool:
-    words = re.findall(r"[a-z]+", between)
-    if not words or words[0] not in ("is", "are", "was", "were", "be", "been"):
-        return False
-    rest = [w for w in words[1:] if w not in STOPWORDS]
-    return not rest or not rest[0].endswith(("ed", "en"))
-
-
-def _find_word(word: str, text: str) -> int:
-    m = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text)
-    return m.start() if m else -1
 
 
 def _cue_pattern(cues: tuple[str, ...]) -> re.Pattern[str]:
@@ -343,7 +184,52 @@ def _cue(text: str, cues: re.Pattern[str]) -> str | None:
     return m.group(0) if m else None
 
 
+def _has_stem(stems: set[str], c: str) -> bool:
+    return c in stems or any(
+        c in s or s.startswith(c) or c.startswith(s) for s in stems if min(len(s), len(c)) >= 4
+    )
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in re.findall(r"[\w'./#-]+", text.lower())}
+
+
+class _Evidence:
+    """The answer's sentences that carry the claim's facts."""
+
+    def __init__(self, claim: Facts, answer: Facts, tally: Tally) -> None:
+        spans = sentences(answer.text)
+        self.answer = answer
+        self.spans = {sentence_at(spans, s) for s, _, _ in tally.hits}
+        self.sentences = sorted({with_header(answer.text, sentence_at(spans, s)) for s, _, _ in tally.hits})
+        self.long = len(spans) > 1  # several sentences: facts may sit apart from the claim's words
+        self.roles_agree = False  # the answer gives the claim's verb to the claim's agent
+        self.outdone = _outdone(claim, tally, answer.text, spans)
+
+    def hedge(self) -> str | None:
+        return next((c for s in self.sentences if (c := _cue(s, _HEDGE_CUES))), None)
+
+    def all_asking(self) -> bool:
+        return bool(self.sentences) and all(asks(s, (0, len(s))) for s in self.sentences)
+
+    def says_more(self, claim: Facts) -> bool:
+        """The sentences say something besides the facts (not a bare "Ana, Ben and Eli.")."""
+        known = stems_of(claim.text) | {w.lower() for n in claim.names for w in n} | set(claim.items)
+        return bool(stems_of(" ".join(self.sentences)) - known)
+
+    def content_share(self, claim: Facts) -> float:
+        if not claim.content:
+            return 1.0
+        stems = _stems(" ".join(self.sentences))
+        return sum(1 for c in claim.content if _has_stem(stems, c)) / len(claim.content)
+
+
+Outcome = tuple[Label, str] | Abstention
+
+
 class DeterministicJudge:
+    can_abstain = True
+
     def __init__(self, name: str = "deterministic") -> None:
         self.info = JudgeInfo(name=name, kind="deterministic", version=VERSION)
 
@@ -351,59 +237,218 @@ class DeterministicJudge:
         return self.judge_sync(claim, response)
 
     def judge_sync(self, claim: str, response: str) -> ClaimVerdict:
-        label, reason = self._verdict(claim, response)
-        return ClaimVerdict.labelled(claim, label, reason, 1.0)
+        outcome = self._verdict(claim, response)
+        if isinstance(outcome, Abstention):
+            return ClaimVerdict.abstained(claim, outcome.kind, outcome.reason)
+        return ClaimVerdict.labelled(claim, outcome[0], outcome[1], 1.0)
 
-    def _verdict(self, claim_text: str, response: str) -> tuple[Label, str]:
+    def _verdict(self, claim_text: str, response: str) -> Outcome:
         if not response.strip() or response.strip().lower() in ("n/a", "none", "-"):
             return "not_fulfilled", "empty answer"
+        for who, text in (("claim", claim_text), ("answer", response)):
+            language = foreign(text)
+            if language:
+                return Abstention(kind="language", reason=f"the {who} is not in English ({language})")
         claim, answer = read(claim_text, claim=True), read(response)
-        tally, dumps = _tally(claim, answer)
-        answer_stems = {stem(w) for w in answer.words}
-        content_hit = [
-            c
-            for c in claim.content
-            if c in answer_stems
-            or any(
-                c in s or s.startswith(c) or c.startswith(s) for s in answer_stems if min(len(s), len(c)) >= 4
-            )
-        ]
-        facts = len(tally.matched) + len(tally.missing) + len(tally.contradicted) + len(dumps)
-        summary = f"matched {len(tally.matched)}/{facts} key facts" + (
-            f" ({', '.join(tally.matched[:6])})" if tally.matched else ""
-        )
-        if claim.content:
-            summary += f", {len(content_hit)}/{len(claim.content)} content words"
-        if tally.missing:
-            summary += f"; missing: {', '.join(tally.missing[:6])}"
+        tally = tally_facts(claim, answer)
+        summary = _summary(claim, answer, tally)
         if tally.contradicted:
             return "not_fulfilled", f"contradicted: {'; '.join(tally.contradicted[:4])}; {summary}"
-        if dumps:
-            return "not_fulfilled", f"{', '.join(dumps)} only in a list of candidate values; {summary}"
-        negation = _negated(answer.text, _claim_terms(claim))
-        if negation and not _negated(claim.text, _claim_terms(claim)):
-            return "not_fulfilled", f"answer negates the claim ('{negation}'); {summary}"
-        direction = _direction_conflict(claim, answer)
-        if direction:
-            return "not_fulfilled", f"opposite direction: {direction}; {summary}"
-        swapped = _swapped(claim, answer)
-        if swapped:
-            return "not_fulfilled", f"roles swapped: {swapped}; {summary}"
-        hedge = _cue(answer.text, _HEDGE_CUES)
+        if tally.dumps:
+            return "not_fulfilled", f"{', '.join(tally.dumps)} only in a list of candidate values; {summary}"
         refusal = _cue(_HEDGE_PHRASES.sub(" ", answer.text.lower()), _REFUSAL_CUES)
-        if refusal and (tally.missing or not facts):
+        if refusal and (tally.missing or not tally.facts):
             return "not_fulfilled", f"answer refuses or reports a failure ('{refusal}'); {summary}"
-        if facts:
-            if tally.missing:
-                label: Label = "partially_fulfilled" if tally.matched else "not_fulfilled"
-                return label, summary
+        evidence = _Evidence(claim, answer, tally)
+        terms = _claim_terms(claim)
+        negations = _negations(answer.text, terms, counts=not claim.quantities)
+        claim_negated = _negated(claim.text, terms)
+        negation = negations[0] if negations else None
+        if claim_negated and not negation:
+            if _says_whole(claim, answer.text):
+                return (
+                    "not_fulfilled",
+                    f"the answer affirms what the claim negates ('{claim_negated[0]}'); {summary}",
+                )
+            return Abstention(
+                kind="negation",
+                reason=f"the claim is negated ('{claim_negated[0]}'), the answer is not; {summary}",
+            )
+        if negations and not claim_negated:
+            found = _negation_verdict(claim, answer, tally, evidence, negations, summary)
+            if found:
+                return found
+        direction = _direction_conflict(claim, answer, evidence if tally.matched else None)
+        if direction and not claim_negated:
+            return "not_fulfilled", f"opposite direction: {direction}; {summary}"
+        roles = role_conflict(claim, answer)
+        _, evidence.roles_agree = agent_check(claim, answer)
+        if roles and roles.decisive:
+            return "not_fulfilled", f"{roles.reason}; {summary}"
+        if roles:
+            return Abstention(kind="role", reason=f"{roles.reason}; {summary}")
+        if tally.facts:
+            return _with_facts(claim, tally, evidence, summary)
+        return _without_facts(claim, answer, summary)
+
+
+def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str) -> Outcome:
+    if not tally.matched or (tally.missing and len(tally.matched) == len(tally.undecided)):
+        return "not_fulfilled", summary  # nothing found for sure (an uncertain match cannot lift it)
+    unpaired = _unpaired(claim, tally, evidence.answer)
+    if unpaired:
+        return "not_fulfilled", f"{unpaired}; {summary}"
+    if evidence.outdone:
+        return Abstention(kind="contradiction", reason=f"{evidence.outdone}; {summary}")
+    if tally.candidates:
+        return Abstention(
+            kind="contradiction",
+            reason=f"another value for the same quantity: {'; '.join(tally.candidates[:3])}",
+        )
+    if evidence.all_asking():
+        return Abstention(
+            kind="restated", reason=f"the facts appear only in a question or its restatement; {summary}"
+        )
+    hedge = evidence.hedge()
+    if hedge:
+        return Abstention(kind="hedged", reason=f"answer hedges ('{hedge}'); {summary}")
+    if tally.missing:
+        return "partially_fulfilled", summary  # some found, some missing: whatever the uncertain ones are
+    if tally.undecided:
+        kind, why = tally.undecided[0]
+        return Abstention(kind=kind, reason=f"{why}; {summary}")
+    share = evidence.content_share(claim)
+    if (
+        len(claim.content) >= 2
+        and evidence.says_more(claim)
+        and (share == 0 or (share < _RELATION_SHARE and evidence.long))
+        and not evidence.roles_agree
+    ):
+        return Abstention(
+            kind="relation", reason=f"{share:.0%} of the claim's words said with its facts; {summary}"
+        )
+    return "fulfilled", summary
+
+
+def _outdone(claim: Facts, tally: Tally, text: str, sentence_spans: list[Span]) -> str | None:
+    """Another value of a matched fact's kind stands where the claim is said: in the sentence that
+    says most of the claim (none of the fact's matches there), or in the same sentence as the match
+    but closer to the claim's words (identifiers: "commit 8c0d2e1, which reverted 3e1f9a7"). The
+    match may be about something else."""
+    own = claim_stems(claim)
+    for start, end, kind in tally.rivals:
+        hits = [(s, e) for s, e, k in tally.hits if k == kind]
+        if not hits:
+            continue
+        span = sentence_at(sentence_spans, start)
+        hit_spans = {sentence_at(sentence_spans, s) for s, _ in hits}
+        if span in hit_spans:
+            if kind != "id":
+                continue  # values and names side by side in one sentence: the words around them decide
+            near = len(attached(text, start, end, span) & own)
+            same = [(s, e) for s, e in hits if sentence_at(sentence_spans, s) == span]
+            if near and all(not attached(text, s, e, span) & own for s, e in same):
+                return f"another {kind} stands closer to the claim's words than its match"
+            continue
+        best_hit = max(_share(claim, text[slice(*s)]) for s in hit_spans)
+        share = _share(claim, text[slice(*span)])
+        if share > best_hit and share >= _RELATION_SHARE:
+            return f"another {kind} is in the sentence that says most of the claim, its match is not"
+    return None
+
+
+_SLOTS = {"in", "at", "from", "to", "for", "on", "as", "by", "with", "via"}
+
+
+def _unpaired(claim: Facts, tally: Tally, answer: Facts) -> str | None:
+    """Two facts of the claim found, but never in one clause, while a clause of one holds another
+    value in the other's place: a rival of its kind, or a name after the same preposition ("Priya ...
+    in Berlin and Marcus Webb ... in Austin" for "Marcus Webb is in Berlin"). The answer may pair
+    them differently."""
+    text = answer.text
+    spans = sentences(text)
+
+    def clause_at(pos: int) -> Span:
+        return [c for c in clauses(text, sentence_at(spans, pos)) if c[0] <= pos][-1]
+
+    facts: dict[Span, set[str]] = {}
+    for start, end, _ in tally.hits:
+        facts.setdefault(clause_at(start), set()).add(text[start:end].lower())
+    found = {text[s:e].lower() for s, e, _ in tally.hits}
+    if len(found) < 2 or any(len(f) >= 2 for f in facts.values()):
+        return None  # one fact only, or some clause states two of them together
+    slots = {_slot(text, s) for s, _, k in tally.hits if k == "name"} & _SLOTS
+    named = {" ".join(n).lower() for n in claim.names}
+    others = [(s, e) for s, e, _ in tally.candidate_spans]
+    for phrase in answer.names:
+        if " ".join(phrase).lower() in named:
+            continue
+        for m in re.finditer(r"\W+".join(re.escape(w) for w in phrase), text):
+            if _slot(text, m.start()) in slots:
+                others.append((m.start(), m.end()))
+    for start, end in others:
+        clause = clause_at(start)
+        if clause in facts:
+            return f"'{text[start:end]}' stands in the clause of '{sorted(facts[clause])[0]}' where the claim has another fact"
+    return None
+
+
+def _slot(text: str, start: int) -> str:
+    """The preposition (or other word) right before a position, skipping articles."""
+    words = [
+        w
+        for w in re.findall(r"[a-z]+", text[max(0, start - 30) : start].lower())
+        if w not in ("a", "an", "the")
+    ]
+    return words[-1] if words else ""
+
+
+def _share(claim: Facts, sentence: str) -> float:
+    if not claim.content:
+        return 0.0
+    stems = _stems(sentence)
+    return sum(1 for c in claim.content if _has_stem(stems, c)) / len(claim.content)
+
+
+def _says_whole(claim: Facts, text: str) -> bool:
+    """One declarative sentence of ``text`` holds every content word of the claim (its negation aside)."""
+    content = [c for c in claim.content if not _NEGATION.match(c)]
+    for start, end in sentences(text):
+        stems = _stems(text[start:end])
+        if content and all(_has_stem(stems, c) for c in content) and not asks(text, (start, end)):
+            return True
+    return False
+
+
+def _without_facts(claim: Facts, answer: Facts, summary: str) -> Outcome:
+    if not claim.content:
+        return Abstention(kind="no_key_facts", reason=f"nothing to look up in the claim; {summary}")
+    content = [c for c in claim.content if not _NEGATION.match(c)]  # negation is checked apart
+    whole = _stems(answer.text)
+    share = sum(1 for c in content if _has_stem(whole, c)) / max(len(content), 1)
+    if share < 0.25:
+        return "not_fulfilled", f"no key facts in the claim; {summary}"
+    for start, end in sentences(answer.text):
+        sentence = answer.text[start:end]
+        stems = _stems(sentence)
+        if all(_has_stem(stems, c) for c in content) and not asks(sentence, (0, len(sentence))):
+            hedge = _cue(sentence, _HEDGE_CUES)
             if hedge:
-                return "partially_fulfilled", f"answer hedges ('{hedge}'); {summary}"
-            if claim.content and len(claim.content) >= 3 and len(content_hit) / len(claim.content) < 0.25:
-                return "partially_fulfilled", f"claim's wording mostly absent; {summary}"
-            return "fulfilled", summary
-        ratio = len(content_hit) / len(claim.content) if claim.content else 0.0
-        label = "fulfilled" if ratio >= 0.75 else "partially_fulfilled" if ratio >= 0.4 else "not_fulfilled"
-        if label == "fulfilled" and hedge:
-            return "partially_fulfilled", f"answer hedges ('{hedge}'); {summary}"
-        return label, f"no key facts in the claim; {summary}"
+                return Abstention(kind="hedged", reason=f"answer hedges ('{hedge}'); {summary}")
+            return "fulfilled", f"no key facts in the claim; every content word in one sentence; {summary}"
+    return Abstention(
+        kind="no_key_facts", reason=f"no key facts and no sentence says the claim whole; {summary}"
+    )
+
+
+def _summary(claim: Facts, answer: Facts, tally: Tally) -> str:
+    text = f"matched {len(tally.matched)}/{tally.facts} key facts" + (
+        f" ({', '.join(tally.matched[:6])})" if tally.matched else ""
+    )
+    if claim.content:
+        stems = _stems(answer.text)
+        hit = sum(1 for c in claim.content if _has_stem(stems, c))
+        text += f", {hit}/{len(claim.content)} content words"
+    if tally.missing:
+        text += f"; missing: {', '.join(tally.missing[:6])}"
+    return text

@@ -1,5 +1,7 @@
-"""What a sentence states, read without a model: quantities (with units, percentages, number words),
-dates, times of day, identifiers, names, list items and ordinary content words.
+"""What a sentence states, read without a model: quantities (with units, currencies, percentages,
+number words; European and Swiss number formats read as such), dates, times of day with their zone
+(``judge.zones``), identifiers, names, list items and ordinary content words. Rewrites keep every
+position of the text, so a fact's place in the answer can be compared with its neighbours'.
 
 Used by the deterministic judge on both the claim and the answer. Everything here is plain regular
 expressions over normalised text, so a verdict can always name the exact token that (mis)matched.
@@ -13,6 +15,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from atlasrun.judge.lexicon import (
+    CURRENCIES,
     MONTHS,
     NOT_NAMES,
     NUMBER_PHRASES,
@@ -25,6 +28,7 @@ from atlasrun.judge.lexicon import (
     UNITS,
     WEEKDAYS,
 )
+from atlasrun.judge.zones import zone_at
 
 NUMBER_TOLERANCE = 0.05  # relative
 PERCENT_POINTS = 1.0  # absolute, in percentage points
@@ -39,6 +43,7 @@ class Quantity:
     text: str
     start: int
     end: int
+    currency: str | None = None  # "$", "€", "£", or an ISO code in upper case
 
 
 @dataclass(frozen=True)
@@ -52,8 +57,16 @@ class Date:
 
 @dataclass(frozen=True)
 class Time:
-    minutes: int  # since midnight
+    minutes: int  # since midnight, on the clock as written
     text: str
+    zone: str | None = None  # the zone it is stated in, if any (``judge.zones``)
+    offset: int | None = None  # that zone's UTC offset in minutes, when certain
+    start: int = 0
+    end: int = 0
+
+    @property
+    def utc(self) -> int | None:
+        return None if self.offset is None else (self.minutes - self.offset) % 1440
 
 
 @dataclass
@@ -85,7 +98,8 @@ def normalize(text: str) -> str:
     ):
         text = text.replace(a, b)
     text = re.sub(r"(?<=\d)\u202f|(?<=\d)\u00a0", " ", text)
-    return re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"[^\S\n]+", " ", text)  # line breaks kept: they end list items and table rows
+    return re.sub(r" ?\n[\s]*", "\n", text).strip()
 
 
 @functools.lru_cache(maxsize=65536)
@@ -107,6 +121,7 @@ _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DATE_PATTERNS = [
     (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", re.I), "ymd"),
     (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b"), "dmy/"),
+    (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(\d{4})\b"), "dmy/"),  # 14.03.2025: day first
     (
         re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?(?:,?\s+(\d{{4}}))?\b", re.I),
         "dmy",
@@ -176,7 +191,7 @@ def _times(text: str) -> tuple[list[Time], str]:
         hour, minute = int(m.group(1)), int(m.group(2) or 0)
         if 1 <= hour <= 12 and minute < 60:
             hour = hour % 12 + (12 if m.group(3).lower() == "p" else 0)
-            found.append(Time(hour * 60 + minute, m.group(0).strip()))
+            found.append(_zoned(hour * 60 + minute, m, text))
             text = _blank(text, m.start(), m.end())
     for m in _TIME_24.finditer(text):
         hour, minute = int(m.group(1)), int(m.group(2))
@@ -184,9 +199,39 @@ def _times(text: str) -> tuple[list[Time], str]:
             part = (m.group(3) or "").lower()
             if hour < 12 and ("afternoon" in part or "evening" in part):
                 hour += 12
-            found.append(Time(hour * 60 + minute, m.group(0).strip()))
+            found.append(_zoned(hour * 60 + minute, m, text))
             text = _blank(text, m.start(), m.end())
     return found, text
+
+
+def _zoned(minutes: int, m: re.Match[str], text: str) -> Time:
+    zone = zone_at(text, m.start(), m.end())
+    return Time(
+        minutes,
+        m.group(0).strip(),
+        zone.name if zone else None,
+        zone.offset if zone else None,
+        m.start(),
+        m.end(),
+    )
+
+
+# Locale-aware numbers, rewritten to plain figures before anything else reads them: a decimal comma
+# (3,5 km; 1.234,56; 1 234,5) and apostrophe thousands (1'234'567). "1,234" stays English thousands.
+_GROUPED_DECIMAL_COMMA = re.compile(r"(?<![\w.,'/:-])(\d{1,3}(?:([. '])\d{3})(?:\2\d{3})*),(\d+)(?![\d,])")
+_APOSTROPHE_THOUSANDS = re.compile(r"(?<![\d.,'])(\d{1,3}(?:'\d{3})+)(?![\d'])")
+_DECIMAL_COMMA = re.compile(r"(?<![\w.,/:-])(\d+),(\d{1,2}|\d{4,})(?![\d,])")  # not in CSV rows or dates
+_DOT_THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3}){2,})(?![\d.,])")
+
+
+def _delocalize(text: str) -> str:
+    text = _GROUPED_DECIMAL_COMMA.sub(lambda m: re.sub(r"\D", "", m.group(1)) + "." + m.group(3), text)
+    text = _APOSTROPHE_THOUSANDS.sub(lambda m: m.group(1).replace("'", ""), text)
+    european = bool(_DECIMAL_COMMA.search(text))
+    text = _DECIMAL_COMMA.sub(r"\1.\2", text)
+    if european:  # 1.234.567 in a text that writes decimals with a comma
+        text = _DOT_THOUSANDS.sub(lambda m: m.group(1).replace(".", ""), text)
+    return text
 
 
 def _ids(text: str) -> tuple[list[str], str]:
@@ -215,8 +260,9 @@ _HAS_NUMBER_WORD = re.compile(rf"\b(?:{_ALL_WORDS}|{'|'.join(p for p, _ in NUMBE
 def _number_words(text: str) -> str:
     if not _HAS_NUMBER_WORD.search(text):
         return text
+    # Figures are right-aligned in the words' place: every position in the text stays where it was.
     for pattern, figure in _PHRASES:
-        text = pattern.sub(figure, text)
+        text = pattern.sub(lambda m, f=figure: f.rjust(len(m.group(0))), text)  # type: ignore[misc]
 
     def compound(m: re.Match[str]) -> str:
         total, current = 0, 0
@@ -230,7 +276,7 @@ def _number_words(text: str) -> str:
             elif word in SCALE_WORDS:
                 total += max(current, 1) * SCALE_WORDS[word]
                 current = 0
-        return str(total + current)
+        return str(total + current).rjust(len(m.group(0)))
 
     first = "|".join([*SMALL_NUMBERS, *TENS])
     words = "|".join([*SMALL_NUMBERS, *TENS, *SCALE_WORDS])
@@ -264,6 +310,16 @@ def _quantities(text: str) -> tuple[list[Quantity], str]:
                 end = unit.end()
                 scaled = True
                 unit = _UNIT_WORD.match(text, end)
+        code = _CODE_BEFORE.search(text, max(0, m.start() - 5), m.start())
+        money = CURRENCIES.get(currency or "") or (CURRENCIES[code.group(1).lower()] if code else None)
+        sign_after = re.match(r"\s?([$€£])", text[end:])
+        if sign_after and not money:
+            money, end = CURRENCIES[sign_after.group(1)], end + sign_after.end()
+            unit = None
+        if unit and unit.group(1).split(" ")[0].lower() in CURRENCIES:
+            money = CURRENCIES[unit.group(1).split(" ")[0].lower()]
+            end = unit.start(1) + len(unit.group(1).split(" ")[0])
+            unit = None
         if unit:
             low = re.sub(r"\s+", " ", unit.group(1).lower().replace("° ", "°"))
             first = low.split(" ")[0]
@@ -281,23 +337,33 @@ def _quantities(text: str) -> tuple[list[Quantity], str]:
                 else:
                     value = number * factor
                 end = unit.start(1) + len(key)
+                rate = _PER.match(text, end)
+                if rate:  # 80 km/h is a speed, not a length
+                    dim, end = f"{dim}/{rate.group(1)}", rate.end()
         before = re.findall(r"[a-z#.]+", text[max(0, m.start() - 12) : m.start()].lower())
         after = re.findall(r"[a-z]+", text[end : end + 12].lower())[:1]
-        code = digits.isdigit() and (
+        is_code = digits.isdigit() and (
             (bool(before) and before[-1].rstrip(".") in CODE_WORDS)
             or after in (["status"], ["error"], ["code"])
         )
         exact = (
             dim is None
             and not scaled
-            and not currency
+            and not money
             and digits.isdigit()
-            and (code or 1900 <= number <= 2100)
+            and (is_code or 1900 <= number <= 2100)
         )
-        found.append(Quantity(value, number, dim, exact, text[m.start() : end].strip(), m.start(), end))
+        found.append(
+            Quantity(value, number, dim, exact, text[m.start() : end].strip(), m.start(), end, money)
+        )
         text = _blank(text, m.start(), end)
     return found, text
 
+
+_PER = re.compile(
+    r"\s?(?:/|per\s)\s?(h|hr|hour|s|sec|second|min|minute|day|week|month|year|person|user)\b", re.I
+)
+_CODE_BEFORE = re.compile(r"\b(USD|EUR|GBP|CHF|JPY|INR|CAD|AUD)\s?$")
 
 # A number right after one of these words is an identifier (HTTP status, port, route): no tolerance.
 CODE_WORDS = {
@@ -353,7 +419,7 @@ def read(text: str, *, claim: bool = False) -> Facts:
 
 def _read(text: str, claim: bool) -> Facts:
     facts = Facts(text=normalize(text))
-    work = facts.text
+    work = facts.text = _delocalize(facts.text)  # every position below is in this text
     if claim:  # a quoted phrase in a claim must appear as written; an answer's quotes are just text
         for m in _QUOTED.finditer(work):
             facts.quoted.append(m.group(1).strip().lower())
@@ -400,7 +466,7 @@ def _names_and_content(facts: Facts, work: str, claim: bool) -> None:
     for m in tokens:
         word = m.group(0).rstrip("'")
         gap = work[last_end : m.start()]
-        if phrase and (gap.strip() or len(gap) > 1):
+        if phrase and (gap.strip() or len(gap) > 1 or "\n" in gap):
             close()
         if re.search(r"[.!?:;]\s*$", work[: m.start()]) or m.start() == 0 or not work[: m.start()].strip():
             sentence_start = True

@@ -51,9 +51,9 @@ NUMBER_PHRASES: list[tuple[str, str]] = [
     (r"(?:a|one) quarter", "25%"),
     (r"(?:a|one) third", "33.3%"),
     (r"(?:one )?half", "50%"),
-    (r"doubled|double|twice", "2 times"),
-    (r"tripled|triple|thrice", "3 times"),
-    (r"quadrupled", "4 times"),
+    (r"doubled|double|twice", "2x"),
+    (r"tripled|triple|thrice", "3x"),
+    (r"quadrupled", "4x"),
 ]
 
 # unit word -> (dimension, factor to the dimension's base unit)
@@ -103,6 +103,26 @@ for _dim, _entries in _UNIT_TABLE.items():
         for _name in _names:
             UNITS[_name] = (_dim, _factor)
 
+# Currency marks and words -> one code per currency (a claim in dollars is not met in euros).
+CURRENCIES = {
+    "$": "USD",
+    "usd": "USD",
+    "dollar": "USD",
+    "dollars": "USD",
+    "€": "EUR",
+    "eur": "EUR",
+    "euro": "EUR",
+    "euros": "EUR",
+    "£": "GBP",
+    "gbp": "GBP",
+    "chf": "CHF",
+    "jpy": "JPY",
+    "yen": "JPY",
+    "inr": "INR",
+    "rupees": "INR",
+    "cad": "CAD",
+    "aud": "AUD",
+}
 SCALES = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "million": 1e6, "b": 1e9, "bn": 1e9, "billion": 1e9}
 PERCENT_UNITS = ("%", "percent", "per cent", "percentage points", "percentage point", "points", "pp")
 
@@ -364,3 +384,50 @@ STOPWORDS = set(
 )
 # Capitalised words that are not names (sentence starts aside).
 NOT_NAMES = {"i", "am", "pm", "utc", "gmt", "yes", "no", "it", "n/a", "et", "al"}
+
+# Function words that tell the language of a text (``judge.evidence.foreign``): the judge's other
+# word lists are English, so an answer in another language is abstained on, never failed.
+ENGLISH_MARKERS = {
+    "the", "is", "are", "was", "were", "and", "of", "to", "in", "it", "that", "for", "on", "with",
+    "this", "has", "have", "at", "by", "be", "not", "from", "as", "which", "there", "its", "an",
+}  # fmt: skip
+FOREIGN_MARKERS = {
+    # German
+    "der", "das", "und", "ist", "nicht", "ein", "eine", "mit", "von", "für", "wurde", "sind", "auf",
+    "dem", "den", "des", "zu", "im", "beträgt", "wird", "hat",
+    # French
+    "le", "les", "est", "et", "une", "pas", "dans", "pour", "du", "au", "sont", "été", "avec", "qui",
+    # Spanish / Portuguese / Italian
+    "el", "los", "las", "es", "y", "con", "una", "para", "por", "del", "fue", "está", "son", "em",
+    "não", "um", "uma", "com", "il", "di", "che", "della", "sono", "è", "ha", "lo", "gli",
+    # Dutch
+    "het", "een", "niet", "van", "voor", "op", "zijn", "werd",
+}  # fmt: skip
+
+# Converse relations: "A manages B" says what "B reports to A" says (stems compared).
+CONVERSES: list[tuple[str, str]] = [
+    ("manages", "reports"),
+    ("supervises", "reports"),
+    ("leads", "reports"),
+    ("employs", "works"),
+    ("precedes", "follows"),
+    ("parent", "child"),
+    ("owns", "belongs"),
+    ("sends", "receives"),
+    ("sold", "bought"),
+    ("sells", "buys"),
+    ("teaches", "learns"),
+    ("beat", "lost"),
+    ("defeated", "lost"),
+]
+
+# Irregular past forms -> the base verb, so "led by" meets "leads" (``judge.roles``).
+IRREGULAR_VERBS = {
+    "led": "lead", "wrote": "write", "written": "write", "made": "make", "sent": "send", "held": "hold",
+    "sold": "sell", "paid": "pay", "built": "build", "won": "win", "ran": "run", "gave": "give",
+    "given": "give", "took": "take", "taken": "take", "bought": "buy", "brought": "bring",
+    "taught": "teach", "met": "meet", "left": "leave", "kept": "keep", "found": "find", "told": "tell",
+    "said": "say", "chose": "choose", "chosen": "choose", "drove": "drive", "driven": "drive",
+    "began": "begin", "begun": "begin", "lost": "lose", "beaten": "beat", "got": "get", "gotten": "get",
+    "owned": "own", "signed": "sign",
+}  # fmt: skip

@@ -61,6 +61,8 @@ def parse_judge_output(text: str) -> tuple[str, str, float | None]:
 
 
 class LLMJudge:
+    can_abstain = False  # it always labels (or fails after its retries)
+
     def __init__(
         self,
         name: str,

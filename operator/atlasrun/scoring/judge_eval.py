@@ -1,9 +1,12 @@
 """Judge calibration: run a judge on hand-labelled (claim, answer) pairs and measure agreement.
 
 A labels file is JSONL, one ``{"id", "claim", "answer", "label"}`` object a line (``label`` one of
-fulfilled / partially_fulfilled / not_fulfilled; extra keys such as ``category`` are kept).
+fulfilled / partially_fulfilled / not_fulfilled; extra keys such as ``category`` are kept); a
+first line that is an object with only a ``_comment`` key is a header and skipped.
 Figures: exact agreement, Cohen's kappa (``scoring.agreement``), precision and recall of
-``fulfilled`` (a false pass is the worst error a judge makes), and the 3x3 confusion matrix.
+``fulfilled`` (a false pass is the worst error a judge makes), and the 3x3 confusion matrix, all
+on the pairs the judge answered; abstentions (a judge that can abstain, e.g. the deterministic one)
+are counted apart, and ``accuracy_abstain_wrong`` counts each as a wrong answer.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from atlasrun.errors import InputError, format_validation
-from atlasrun.judge.base import ClaimVerdict, Judge, Label
+from atlasrun.judge.base import AbstentionKind, ClaimVerdict, Judge, Label
 from atlasrun.scoring.agreement import LABELS, cohens_kappa
+from atlasrun.tasks.documents import decode
+from atlasrun.tasks.files import DOCUMENT_LIMIT, read_user_file
 
 
 class LabelledPair(BaseModel):
@@ -33,12 +38,13 @@ class LabelledPair(BaseModel):
 
 def load_labels(path: Path) -> list[LabelledPair]:
     """Every line of a labels file; a bad line is an error naming the line, id and field."""
-    if not path.is_file():
+    if not path.exists():  # anything else that is not a regular file: read_user_file names its kind
         raise InputError("labels file not found", where=str(path))
     pairs: list[LabelledPair] = []
     errors: list[str] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    text = decode(read_user_file(path, "labels file", DOCUMENT_LIMIT), str(path))
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -46,6 +52,8 @@ def load_labels(path: Path) -> list[LabelledPair]:
         except ValueError as exc:
             errors.append(f"line {number}: not JSON ({exc})")
             continue
+        if number == 1 and isinstance(raw, dict) and set(raw) == {"_comment"}:
+            continue  # a header saying what the set is for
         ident = raw.get("id", "?") if isinstance(raw, dict) else "?"
         try:
             pair = LabelledPair.model_validate(raw)
@@ -71,20 +79,25 @@ class PairOutcome(BaseModel):
     id: str
     category: str | None
     expected: Label
-    got: Label | None  # None: the judge failed on this pair
+    got: Label | None  # None: the judge failed or abstained on this pair
+    abstained: AbstentionKind | None = None
     reason: str
 
 
 class JudgeEval(BaseModel):
     judge: str
-    n: int  # pairs the judge labelled
+    n: int  # pairs the judge labelled (answered)
     failed: int  # pairs the judge failed on (left out of every figure)
-    accuracy: float | None
+    abstained: int  # pairs the judge abstained on (left out of every figure but the two below)
+    abstention_rate: float | None  # abstained / (answered + abstained)
+    accuracy: float | None  # on the answered pairs
+    accuracy_abstain_wrong: float | None  # an abstention counted as a wrong answer
     kappa: float | None
     fulfilled_precision: float | None
     fulfilled_recall: float | None
     confusion: dict[str, dict[str, int]]  # expected label -> judge label -> count
-    by_category: dict[str, float]  # category -> exact agreement
+    by_category: dict[str, float]  # category -> exact agreement on answered pairs
+    abstained_by_kind: dict[str, int]
     outcomes: list[PairOutcome]
 
 
@@ -95,7 +108,14 @@ async def _judge_all(judge: Judge, pairs: Sequence[LabelledPair]) -> list[ClaimV
 def evaluate(judge: Judge, pairs: Sequence[LabelledPair]) -> JudgeEval:
     verdicts = asyncio.run(_judge_all(judge, pairs))
     outcomes = [
-        PairOutcome(id=p.id, category=p.category, expected=p.label, got=v.label, reason=v.error or v.reason)
+        PairOutcome(
+            id=p.id,
+            category=p.category,
+            expected=p.label,
+            got=v.label,
+            abstained=v.abstention.kind if v.abstention else None,
+            reason=v.error or v.reason,
+        )
         for p, v in zip(pairs, verdicts, strict=True)
     ]
     return summarize(judge.info.name, outcomes)
@@ -117,15 +137,24 @@ def summarize(judge_name: str, outcomes: list[PairOutcome]) -> JudgeEval:
     for o in outcomes:
         if o.got is not None:
             categories.setdefault(o.category or "(none)", []).append(o.got == o.expected)
+    abstained = [o for o in outcomes if o.abstained is not None]
+    kinds: dict[str, int] = {}
+    for o in abstained:
+        kinds[str(o.abstained)] = kinds.get(str(o.abstained), 0) + 1
+    right = sum(1 for e, g in judged if e == g)
     return JudgeEval(
         judge=judge_name,
         n=len(judged),
-        failed=len(outcomes) - len(judged),
-        accuracy=_ratio(sum(1 for e, g in judged if e == g), len(judged)),
+        failed=len(outcomes) - len(judged) - len(abstained),
+        abstained=len(abstained),
+        abstention_rate=_ratio(len(abstained), len(judged) + len(abstained)),
+        accuracy=_ratio(right, len(judged)),
+        accuracy_abstain_wrong=_ratio(right, len(judged) + len(abstained)),
         kappa=cohens_kappa([(e, str(g)) for e, g in judged]),
         fulfilled_precision=_ratio(hits, said_fulfilled),
         fulfilled_recall=_ratio(hits, truly_fulfilled),
         confusion=confusion,
         by_category={c: sum(v) / len(v) for c, v in sorted(categories.items())},
+        abstained_by_kind=kinds,
         outcomes=outcomes,
     )

@@ -1,0 +1,491 @@
+"""Each key fact of a claim looked up in an answer: matched (where), contradicted, missing, or not
+comparable (the judge must abstain).
+
+Values compare with MCP-Atlas tolerances (5% for numbers, 1 point for percentages, years and codes
+exact, units converted). Stricter than a plain lookup on purpose: a bare number does not meet a claim
+with a unit unless the unit is named in the same sentence; a currency must agree; a time stated in a
+zone is compared in UTC; a multi-word name needs all its words; a commit-hash prefix of 7+ hex
+characters meets the full hash. A matched value is also checked against every other value for the
+*same* quantity in the answer (same kind, and attached to no word the claim lacks): after a
+self-correction cue it is contradicted, otherwise it is a contradiction candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from atlasrun.judge.base import AbstentionKind
+from atlasrun.judge.evidence import (
+    attached,
+    clauses,
+    correction_between,
+    sentence_at,
+    sentences,
+    stems_of,
+    table_cell,
+)
+from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Date, Facts, Quantity, Time, stem
+from atlasrun.judge.lexicon import UNITS
+
+_CUE_STEMS = {
+    stem(w) for w in ("actually", "correction", "wait", "sorry", "mean", "meant", "corrected", "fact")
+}
+Hit = tuple[int, int, str]  # (start, end, kind of fact) in the answer's text
+_HEX = re.compile(r"(?<![\w-])[0-9a-f]{7,40}(?![\w-])")
+_SOFT_ID = re.compile(r"[a-z]+(?:-[a-z]+)+")
+
+
+@dataclass
+class Tally:
+    matched: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    contradicted: list[str] = field(default_factory=list)
+    dumps: list[str] = field(default_factory=list)  # matched only inside a list of candidate values
+    hits: list[Hit] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)  # another value for the same quantity
+    candidate_spans: list[Hit] = field(default_factory=list)  # where those other values are
+    rivals: list[Hit] = field(default_factory=list)  # values of the claim's kinds the claim does not state
+    undecided: list[tuple[AbstentionKind, str]] = field(default_factory=list)
+
+    def add(self, what: str, ok: bool, contradiction: str | None) -> None:
+        if ok:
+            self.matched.append(what)
+        elif contradiction:
+            self.contradicted.append(f"{what} (answer: {contradiction})")
+        else:
+            self.missing.append(what)
+
+    @property
+    def facts(self) -> int:
+        return len(self.matched) + len(self.missing) + len(self.contradicted) + len(self.dumps)
+
+
+def comparable(a: Quantity, b: Quantity) -> bool:
+    if a.currency and b.currency and a.currency != b.currency:
+        return False
+    if a.dim == b.dim:
+        return True
+    if "percent" in (a.dim, b.dim):
+        return (b if a.dim == "percent" else a).dim is None  # 0.12 or a bare 12 for 12%
+    return a.dim is None or b.dim is None
+
+
+def same(claim: Quantity, got: Quantity) -> bool:
+    if not comparable(claim, got):
+        return False
+    if claim.dim == "percent" or got.dim == "percent":
+        c = claim.number if claim.dim == "percent" or abs(claim.number) > 1 else claim.number * 100
+        g = got.number if got.dim == "percent" or abs(got.number) > 1 else got.number * 100
+        return abs(c - g) <= PERCENT_POINTS + 1e-9
+    c, g = (claim.value, got.value) if claim.dim == got.dim else (claim.number, got.number)
+    if claim.exact or got.exact:
+        return c == g
+    if (c < 0) != (g < 0):
+        return False
+    return abs(c - g) <= NUMBER_TOLERANCE * abs(c) + 1e-9
+
+
+_UNIT_NAMES: dict[str, list[str]] = {}
+for _name, (_dim, _) in UNITS.items():
+    if len(_name) > 1 or _name in ("%",):
+        _UNIT_NAMES.setdefault(_dim, []).append(_name)
+_UNIT_NAMES["percent"] = ["%", "percent", "per cent", "pct"]
+_UNIT_NAMES["celsius"] = [*_UNIT_NAMES.get("celsius", []), "°"]
+
+
+def _unit_named(dim: str, sentence: str) -> bool:
+    low = sentence.lower()
+    return any(
+        (n in low) if not n.isalpha() else re.search(rf"\b{re.escape(n)}\b", low) is not None
+        for n in _UNIT_NAMES.get("celsius" if dim == "fahrenheit" else dim, [])
+    )
+
+
+def _unit_implied(q: Quantity, g: Quantity, answer: Facts) -> bool:
+    """A bare figure in the answer carries the claim's unit only when the unit is named beside it."""
+    sentence = answer.text[slice(*sentence_at(sentences(answer.text), g.start))]
+    if q.dim is not None and g.dim is None:
+        if q.dim == "percent" and abs(g.number) <= 1:
+            return True  # 0.12 for 12%: a fraction, the labelling rules' equivalent form
+        if q.dim != "multiple" and not _unit_named(q.dim, sentence):
+            return False
+    if q.currency and not g.currency:
+        return all(o.currency in (None, q.currency) for o in answer.quantities)
+    return True
+
+
+def date_same(a: Date, b: Date) -> bool:
+    if a.month != b.month:
+        return False
+    if a.day is not None and b.day is not None and a.day != b.day:
+        return False
+    if a.day is not None and b.day is None:
+        return False
+    return a.year is None or b.year is None or a.year == b.year
+
+
+def in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> bool:
+    """True when the span sits in a run of 4+ values separated only by commas (a list of candidates)."""
+    ordered = sorted(set(spans))
+    i = ordered.index(span)
+    run = 1
+    for step in (-1, 1):
+        j = i
+        while 0 <= j + step < len(ordered):
+            (_, a_end), (b_start, _) = sorted((ordered[j], ordered[j + step]))
+            if not re.fullmatch(r"[\s,;/|$€£]*(?:and|or)?[\s,;/|$€£]*", text[a_end:b_start]):
+                break
+            run += 1
+            j += step
+    return run >= 4
+
+
+def _shape(identifier: str) -> str:
+    return re.sub(r"[a-z]+", "a", re.sub(r"\d+", "9", identifier.lower()))
+
+
+def _id_span(identifier: str, text: str) -> tuple[int, int] | None:
+    body = re.escape(identifier)
+    if _SOFT_ID.fullmatch(identifier):  # highest-priority == highest priority
+        body = body.replace(r"\-", r"[-\s]")
+    m = re.search(rf"(?<![\w-]){body}(?![\w-]|\.\w)", text, re.I)
+    if m is None and re.fullmatch(r"[0-9a-f]{7,40}", identifier):  # a commit hash or a prefix of it
+        m = next((h for h in _HEX.finditer(text.lower()) if _hex_agree(h.group(0), identifier)), None)
+    return (m.start(), m.end()) if m else None
+
+
+def _hex_agree(a: str, b: str) -> bool:
+    return a.startswith(b) or b.startswith(a)
+
+
+def _original(identifier: str, text: str) -> str:
+    m = re.search(re.escape(identifier), text, re.I)
+    return m.group(0) if m else identifier
+
+
+def _name_span(name: list[str], answer: Facts) -> tuple[tuple[int, int] | None, bool]:
+    """(where the name is, whether it is there whole). A one-letter last word ("Store A") must
+    match in case; a multi-word name met by its last word alone is there only in part."""
+    text, last = answer.text, name[-1]
+    if len(last) <= 2:
+        m = re.search(rf"\b{re.escape(' '.join(name))}\b", text)
+        return ((m.start(), m.end()) if m else None), True
+    words = [re.escape(w) for w in name]
+    if len(name) > 1 and len(last) >= 4:
+        words[-1] += r"\w*"  # "Acme Corp": "Acme Corporation"
+    whole = re.search(r"(?<![^\W_])" + r"\W+".join(words) + r"(?![^\W_])", text, re.I)
+    if whole:
+        return (whole.start(), whole.end()), True
+    if len(name) > 1:  # "J. Smith" for "John Smith"
+        initials = r"\W+".join([rf"{re.escape(w[0])}\.?" for w in name[:-1]] + [re.escape(last)])
+        m = re.search(rf"(?<![^\W_]){initials}(?![^\W_])", text)
+        if m:
+            return (m.start(), m.end()), True
+    m = re.search(rf"(?<![^\W_]){re.escape(last)}(?![^\W_])", text, re.I)  # also inside "Asia/Tokyo"
+    if m is None and len(last) >= 4:
+        m = re.search(rf"(?<![^\W_]){re.escape(last)}\w*", text, re.I)
+    return ((m.start(), m.end()) if m else None), len(name) == 1
+
+
+def _every(text: str, span: tuple[int, int]) -> list[tuple[int, int]]:
+    """Every place the text found at ``span`` occurs (a name or id said again later)."""
+    found = re.escape(text[span[0] : span[1]])
+    return [(m.start(), m.end()) for m in re.finditer(rf"(?<![\w-]){found}(?![\w-])", text, re.I)] or [span]
+
+
+def _rival_first_name(name: list[str], span: tuple[int, int], text: str) -> str | None:
+    """ "Bob Smith" where the claim says "Alice Smith": another capitalised word right before."""
+    m = re.search(r"([A-Z][a-z]+)\s+$", text[: span[0]])
+    if (
+        m
+        and m.group(1) not in name
+        and m.group(1).lower() not in {"the", "and", "by", "to", "mr", "ms", "dr"}
+    ):
+        return f"{m.group(1)} {text[span[0] : span[1]]}"
+    return None
+
+
+def claim_stems(claim: Facts) -> set[str]:
+    return stems_of(claim.text) | {w.lower() for n in claim.names for w in n}
+
+
+def _other_cell(text: str, pos: int, claim: Facts) -> bool:
+    """A table cell in a row or column the claim does not speak of."""
+    cell = table_cell(text, pos)
+    if cell is None:
+        return False
+    header, row = cell
+    own = claim_stems(claim)
+    names = {w.lower() for n in claim.names for w in n} | {(claim.first_name or "").lower()} - {""}
+    row_words = stems_of(row) | {w.lower() for w in re.findall(r"\w+", row)}
+    other_row = bool(row_words) and not row_words & own and bool(names) and not row_words & names
+    return other_row or (bool(stems_of(header)) and not stems_of(header) & own)
+
+
+_YEAR_AFTER = re.compile(r"\D{0,12}?\b(1[89]\d\d|20\d\d)\b")
+_YEAR_BEFORE = re.compile(r"\b(1[89]\d\d|20\d\d)\b\D{0,12}$")
+
+
+def _other_year(text: str, start: int, end: int, claim: Facts) -> bool:
+    """The value is qualified by another year than the claim's ("3,271,575 in 2023")."""
+    years = {str(int(q.value)) for q in claim.quantities if q.exact} | {
+        str(d.year) for d in claim.dates if d.year
+    }
+    after, before = _YEAR_AFTER.match(text, end), _YEAR_BEFORE.search(text, max(0, start - 20), start)
+    return bool(years) and any(m and m.group(1) not in years for m in (after, before))
+
+
+def _other_owner(answer: Facts, pos: int, claim: Facts) -> bool:
+    """The value's clause names another entity of the claim's kind ("invoice INV-1057 (April) totals
+    €3,985.50" beside the claim's INV-1042): it is that entity's value."""
+    text = answer.text
+    clause = [c for c in clauses(text, sentence_at(sentences(text), pos)) if c[0] <= pos][-1]
+    said = text[clause[0] : clause[1]]
+    shapes = {_shape(i) for i in claim.ids}
+    ids = [i for i in answer.ids if i not in claim.ids and _shape(i) in shapes and i in said.lower()]
+    return bool(ids) and not any(i in said.lower() for i in claim.ids)
+
+
+_MOVED_FROM = re.compile(
+    r"\b(?:moved|changed|switched|rescheduled|shifted|updated|raised|lowered|increased|decreased|rose|fell|"
+    r"dropped|went|bumped|reduced)\b[^.;]{0,30}\bfrom\s+$",
+    re.I,
+)
+
+
+def _moved_away(text: str, start: int, end: int, claim: Facts) -> str | None:
+    """ "moved from <value> to <other>": the claim's value is the one left behind."""
+    if not _MOVED_FROM.search(text, max(0, start - 50), start):
+        return None  # "runs from 14:00 to 15:30" is a range, not a move
+    m = re.match(r"\s+(?:to|->|\u2192)\s+([\w$€£:.,/-]*\w)", text[end : end + 40])
+    if m is None or m.group(1).lower() in claim.text.lower():
+        return None
+    return m.group(1)
+
+
+def _says_all(sentence: str, claim: Facts) -> bool:
+    """Every content word, name and identifier of the claim is in the sentence (values aside)."""
+    low = sentence.lower()
+    names = all(" ".join(n).lower() in low for n in claim.names)
+    return names and all(i in low for i in claim.ids) and set(claim.content) <= stems_of(sentence)
+
+
+def _check_rivals(
+    tally: Tally,
+    what: str,
+    hits: list[tuple[int, int]],
+    rivals: list[tuple[str, int, int]],
+    answer: Facts,
+    claim: Facts,
+    kind: str,
+) -> None:
+    """Another value for the same quantity: after a correction cue it replaces the match (decisive);
+    otherwise it makes the match uncertain. A value of something else (attached to words the claim
+    lacks, in another table row or column) is no rival."""
+    text = answer.text
+    spans = sentences(text)
+    own = claim_stems(claim)
+    hit_sentences = {sentence_at(spans, s) for s, _ in hits}
+    after_too = kind == "quantity"  # "1,209 orders": a count's noun follows it; "joined on <date>" not
+    hit_windows = [attached(text, s, e, sentence_at(spans, s), after_too=after_too) for s, e in hits]
+    hit_words = set().union(*(w & own for w in hit_windows))
+    hits_elsewhere = all(w - own for w in hit_windows)  # every match is a value of something else
+    for rival, start, end in rivals:
+        tally.rivals.append((start, end, kind))
+        before = [h for h in hits if h[1] <= start]
+        after = [h for h in hits if h[0] >= end]
+        if after and correction_between(text, end, after[0][0]):
+            tally.hits.append((start, end, kind))  # the corrected sentence also carries the claim
+            continue  # corrected to the claim's value
+        if before and not after:
+            cue = correction_between(text, before[-1][1], start)
+            if cue:
+                tally.contradicted.append(f"{what} (answer corrects it to {rival}: '{cue}')")
+                continue
+        if (
+            _other_cell(text, start, claim)
+            or _other_year(text, start, end, claim)
+            or _other_owner(answer, start, claim)
+        ):
+            continue
+        sentence = sentence_at(spans, start)
+        words = attached(text, start, end, sentence, after_too=after_too) - _CUE_STEMS
+        restated = sentence not in hit_sentences and _says_all(text[slice(*sentence)], claim)
+        same_words = bool(words & own) and not words - own and (words & own >= hit_words or hits_elsewhere)
+        if not same_words and not restated:
+            continue  # a value of something else ("30 minutes last week", "112 closed issues", "salary of")
+        tally.candidates.append(f"{what} (also {rival})")
+        tally.candidate_spans.append((start, end, kind))
+
+
+def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
+    spans = [(g.start, g.end) for g in answer.quantities]
+    for q in claim.quantities:
+        found = [g for g in answer.quantities if same(q, g) and not _other_cell(answer.text, g.start, claim)]
+        hits = [g for g in found if _unit_implied(q, g, answer)]
+        if found and all(in_dump((h.start, h.end), spans, answer.residual) for h in found):
+            tally.dumps.append(q.text)
+            continue
+        if found and not hits:
+            tally.undecided.append(("unit", f"{q.text}: the answer gives {found[0].text} without the unit"))
+            tally.matched.append(q.text)
+            continue
+        others = [
+            g
+            for g in answer.quantities + answer.ranges
+            if comparable(q, g) and g.exact == q.exact and not any(same(c, g) for c in claim.quantities)
+        ]
+        tally.add(q.text, bool(hits), others[0].text if others and not hits else None)
+        if hits:
+            tally.hits.extend((h.start, h.end, "quantity") for h in hits)
+            rivals = [(g.text, g.start, g.end) for g in others if g.dim == q.dim and g in answer.quantities]
+            _check_rivals(tally, q.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "quantity")
+
+
+def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
+    date_spans = [(g.start, g.start + len(g.text)) for g in answer.dates]
+    for d in claim.dates:
+        hits = [g for g in answer.dates if date_same(d, g)]
+        if hits and all(in_dump((h.start, h.start + len(h.text)), date_spans, answer.text) for h in hits):
+            tally.dumps.append(d.text)
+            continue
+        others = [g for g in answer.dates if not any(date_same(c, g) for c in claim.dates)]
+        tally.add(d.text, bool(hits), others[0].text if others and not hits else None)
+        if hits:
+            tally.hits.extend((h.start, h.start + len(h.text), "date") for h in hits)
+            rivals = [(g.text, g.start, g.start + len(g.text)) for g in others if g.day is not None]
+            spans = [(h.start, h.start + len(h.text)) for h in hits]
+            _check_rivals(tally, d.text, spans, rivals, answer, claim, "date")
+
+
+def _time_same(claim: Time, got: Time) -> bool | None:
+    """Same time of day; None when a zone makes it impossible to tell."""
+    if claim.zone is None:
+        return claim.minutes == got.minutes
+    if claim.offset is None or got.zone is None or got.offset is None:
+        if got.zone is not None and claim.zone.lower() == got.zone.lower():
+            return claim.minutes == got.minutes
+        return None
+    return claim.utc == got.utc
+
+
+def _times(tally: Tally, claim: Facts, answer: Facts) -> None:
+    for t in claim.times:
+        verdicts = [(g, _time_same(t, g)) for g in answer.times]
+        hits = [g for g, ok in verdicts if ok]
+        unknown = [g for g, ok in verdicts if ok is None]
+        if not hits and unknown:
+            tally.undecided.append(
+                ("time_zone", f"{t.text} {t.zone}: the zone of {unknown[0].text} is not certain")
+            )
+            tally.matched.append(t.text)
+            continue
+        others = [
+            g for g, ok in verdicts if ok is False and all(_time_same(c, g) is False for c in claim.times)
+        ]
+        tally.add(t.text, bool(hits), others[0].text if others and not hits else None)
+        tally.hits.extend((h.start, h.end, "time") for h in hits)
+        if hits:  # "originally 10:00 ..., now 15:00": a later time for the same event
+            later = others + [g for g in unknown if g.minutes != t.minutes]
+            rivals = [(g.text, g.start, g.end) for g in later]
+            _check_rivals(tally, t.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "time")
+
+
+def _ids(tally: Tally, claim: Facts, answer: Facts) -> None:
+    low = answer.text.lower()
+    claim_shapes = {_shape(i) for i in claim.ids}
+    answer_ids = [
+        i
+        for i in answer.ids
+        if re.search(r"[\d_./#]", i) or any(ch.isupper() for ch in _original(i, answer.text))
+    ]
+    for ident in claim.ids:
+        span = _id_span(ident, answer.text)
+        if span is None and _SOFT_ID.fullmatch(ident) and _original(ident, claim.text).islower():
+            continue  # "second-highest": an English compound as likely as a name; its absence proves nothing
+        hexish = re.fullmatch(r"[0-9a-f]{7,40}", ident) is not None
+        rivals = [
+            i
+            for i in answer_ids
+            if _shape(i) == _shape(ident)
+            and i not in claim.ids
+            and _shape(i) in claim_shapes
+            and not (hexish and _hex_agree(i, ident))
+        ]
+        tally.add(ident, span is not None, rivals[0] if rivals and span is None else None)
+        if span:
+            tally.hits += [(*s, "id") for s in _every(answer.text, span)]
+            for rival in rivals:  # "v2.14.0 (previously v2.13.2)": compared where they stand
+                tally.rivals += [
+                    (*s, "id") for s in _every(answer.text, _id_span(rival, answer.text) or (0, 0))
+                ]
+            if hexish:  # another commit: a rival wherever it is
+                tally.rivals += [
+                    (h.start(), h.end(), "id")
+                    for h in _HEX.finditer(low)
+                    if not _hex_agree(h.group(0), ident)
+                ]
+
+
+def _names(tally: Tally, claim: Facts, answer: Facts) -> None:
+    claim_words = {w.lower() for phrase in claim.names for w in phrase} | {stem(w) for w in claim.words}
+    rival_names = sorted(
+        n
+        for n in {w.lower() for phrase in answer.names for w in phrase}
+        if n not in claim_words and stem(n) not in claim_words
+    )
+    zones = {t.zone.lower() for t in claim.times if t.zone}
+    claim_names = {" ".join(n).lower() for n in claim.names}
+    person_like = any(len(n) > 1 for n in claim.names)
+    for phrase in answer.names:
+        if person_like and len(phrase) > 1 and " ".join(phrase).lower() not in claim_names:
+            m = re.search(r"\W+".join(re.escape(w) for w in phrase), answer.text)
+            if m:
+                tally.rivals.append((m.start(), m.end(), "name"))
+    for name in claim.names:
+        if " ".join(name).lower() in zones:
+            continue  # "15:00 in Tokyo": the time's zone, compared with the time
+        span, whole = _name_span(name, answer)
+        what = " ".join(name)
+        if span and not whole:
+            rival = _rival_first_name(name, span, answer.text)
+            if rival:
+                tally.contradicted.append(f"{what} (answer: {rival})")
+            else:
+                tally.undecided.append(("name", f"{what} given only as '{answer.text[span[0] : span[1]]}'"))
+                tally.matched.append(what)
+            continue
+        tally.add(what, span is not None, rival_names[0] if rival_names and span is None else None)
+        if span:
+            tally.hits += [(*s, "name") for s in _every(answer.text, span)]
+
+
+def _check_moves(tally: Tally, answer: Facts, claim: Facts) -> None:
+    for start, end, _ in tally.hits:
+        other = _moved_away(answer.text, start, end, claim)
+        if other:
+            tally.contradicted.append(f"{answer.text[start:end]} (answer: changed from it to {other})")
+            return
+
+
+def tally_facts(claim: Facts, answer: Facts) -> Tally:
+    tally = Tally()
+    _quantities(tally, claim, answer)
+    _dates(tally, claim, answer)
+    _times(tally, claim, answer)
+    _ids(tally, claim, answer)
+    _names(tally, claim, answer)
+    low = answer.text.lower()
+    for phrase in claim.quoted:
+        at = low.find(phrase)
+        tally.add(f"'{phrase}'", at >= 0, None)
+        if at >= 0:
+            tally.hits.append((at, at + len(phrase), "quoted"))
+    for item in claim.items:
+        m = re.search(rf"(?<![^\W_]){re.escape(item)}", low)
+        tally.add(item, m is not None, None)
+        if m:
+            tally.hits.append((m.start(), m.end(), "item"))
+    _check_moves(tally, answer, claim)
+    return tally
