@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(DEPS_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help venv servers sandbox-deps system-deps tools chart-tools controlplane kueue node node-if-possible node-images bench-node images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
+.PHONY: help venv servers mcp-atlas-env sandbox-deps system-deps tools chart-tools controlplane kueue node node-if-possible node-images bench-node images demo test bench bench-operator fuzz check check-lint check-types check-unit clean
 
 help:
 	@echo "make demo   - run the starter suite offline (replay agent, deterministic judge) into runs/demo"
@@ -27,8 +27,18 @@ venv: $(DEPS_STAMP)
 
 # The offline MCP servers, pinned in operator/atlasrun/servers/catalog.yaml, each in its
 # own environment under ~/.cache/atlasrun/servers (keyed by version).
-servers: venv
+# The mcp-atlas catalog (MCP-Atlas's 36 servers): the offline ones must install; the others are
+# tried (some pins are served by no registry here: `atlas servers list --catalog mcp-atlas`).
+# Two are built from source: ATLAS_SOURCE_ARCHIVES names a folder of source archives (the
+# workplace's shared/vendor when present), else they are fetched from upstream.
+VENDOR := $(firstword $(wildcard $(abspath ../shared/vendor)/mcp-atlas-5b6220c.src.tar.gz /work/shared/vendor/mcp-atlas-5b6220c.src.tar.gz))
+export ATLAS_SOURCE_ARCHIVES ?= $(patsubst %/,%,$(dir $(VENDOR)))
+MCP_ATLAS_OFFLINE := filesystem memory git calculator cli-mcp-server desktop-commander mcp-server-code-runner mcp-code-executor
+servers: venv sandbox-deps
 	$(BIN)/atlas servers install
+	$(BIN)/atlas servers install --catalog mcp-atlas $(MCP_ATLAS_OFFLINE)
+	-$(BIN)/atlas servers install --catalog mcp-atlas > $(VENV)/mcp-atlas-install.log 2>&1 || \
+	  echo "make: some mcp-atlas servers did not install (see $(VENV)/mcp-atlas-install.log)"
 
 demo: servers sandbox-deps
 	rm -rf runs/demo
@@ -40,10 +50,10 @@ demo: servers sandbox-deps
 # bubblewrap (bwrap) sandboxes every local MCP server (README "Sandbox"); without it the
 # servers that execute code refuse to start unless --unsafe-host-exec is given.
 sandbox-deps:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@command -v bwrap >/dev/null 2>&1 && command -v rg >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get -o DPkg::Lock::Timeout=900 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
-	      bubblewrap; \
+	      bubblewrap ripgrep; \
 	  else echo "warning: bwrap missing and cannot apt-get it: code-executing servers will refuse to start"; fi; }
 
 # Debian packages the tests use: headless Chromium renders the HTML report; bubblewrap.
@@ -126,8 +136,14 @@ check-unit: venv
 	ATLAS_SERVERS_HOME=$(abspath $(VENV))/no-servers tests/offline \
 	  $(BIN)/python -m pytest -q -n $(CHECK_JOBS) -m "$(UNIT_TESTS)"
 
+# MCP-Atlas's own agent-environment, from its source archive (the parity tests' reference side,
+# tests/mcp_atlas_env.py), cached under ~/.cache/atlasrun/mcp-atlas-env (cold: ~20 min of downloads).
+mcp-atlas-env: venv sandbox-deps
+	@if [ -n "$(ATLAS_SOURCE_ARCHIVES)" ]; then $(BIN)/python tests/mcp_atlas_env.py build; \
+	else echo "make: no MCP-Atlas source archive (ATLAS_SOURCE_ARCHIVES): the parity tests will skip"; fi
+
 # --durations: the slowest tests' wall times in every CI log (the real-node scenarios among them).
-test: servers system-deps tools controlplane chart-tools kueue node-if-possible
+test: servers system-deps tools controlplane chart-tools kueue node-if-possible mcp-atlas-env
 	$(BIN)/python -m pytest -q --durations=40
 
 bench: servers sandbox-deps controlplane chart-tools

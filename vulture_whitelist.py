@@ -14,6 +14,8 @@ _._consistent  # diagnostics.model.Diagnosis
 _._primary  # diagnostics.judge
 _._confidence  # diagnostics.judge
 _.model_post_init  # servers.catalog.ServerSpec
+_._backend_url  # runspec.run.ServersSpec
+_._without_defaults  # runspec.run
 __context  # its argument (pydantic's signature)
 
 # -- fields of persisted or exchanged records: written as JSON and read by people, reports and
@@ -26,6 +28,8 @@ _.infra  # termination messages (cluster/records.py)
 _.imported_from  # run.json
 _.api_version  # the run file's apiVersion
 _.excluded_by_kind  # summary.json
+_.judge_failed_claims_zeroed  # summary.json (scoring.judgeFailure: zero)
+_.judged_by  # claim verdicts in per-task JSON (which judge of a chain labelled the claim)
 _.excluded_reasons
 _.error_reasons
 _.mean_coverage

@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 def _is_run_file(path: Path) -> bool:
     from atlasrun.errors import InputError
     from atlasrun.tasks.documents import decode, load_yaml
+    from atlasrun.tasks.files import DOCUMENT_LIMIT, read_user_file
 
     if path.suffix.lower() not in (".yaml", ".yml"):
         return False
-    try:
-        doc = load_yaml(decode(path.read_bytes(), str(path)), str(path))
-    except (OSError, InputError):
+    try:  # a special or too-large file is no run file: the task loader says what is wrong with it
+        doc = load_yaml(decode(read_user_file(path, "run file", DOCUMENT_LIMIT), str(path)), str(path))
+    except InputError:
         return False
     from atlasrun.runspec.run import KIND
 
@@ -48,10 +49,21 @@ def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
 
 def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     from atlasrun.runspec.run import JudgeSpec, ModelSpec, TasksSource
+    from atlasrun.tasks.files import resolve_user_path
+    from atlasrun.tasks.hub import is_hub_source
 
     body = spec.spec
+    if getattr(args, "catalog", None):
+        from atlasrun.servers.catalog import is_builtin
+
+        catalog = args.catalog
+        body.servers.catalog = catalog if is_builtin(catalog) else str(resolve_user_path(catalog, "catalog"))
     if args.tasks:
-        body.tasks = TasksSource(path=str(Path(args.tasks).resolve()))
+        body.tasks = (
+            TasksSource(dataset=args.tasks)  # hf://OWNER/NAME[@REVISION]: a Hugging Face dataset
+            if is_hub_source(args.tasks)
+            else TasksSource(path=str(resolve_user_path(args.tasks, "task file")))
+        )
     if args.model:
         # A --model naming one of the run file's models selects it; any other is a litellm model.
         defined = {m.name: m for m in body.models}
@@ -111,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from atlasrun.runner.preflight import preflight
 
         preflight(spec)
-    if not args.data_dir and not spec.spec.data_dir:
+    if not args.data_dir and not spec.spec.data_dir and not spec.spec.servers.environment_url:
         print(
             f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
             file=sys.stderr,
@@ -197,18 +209,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_OK, InputError
     from atlasrun.runner.plan import plan_run
     from atlasrun.runspec.run import load_run_spec
+    from atlasrun.tasks.hub import is_hub_source
     from atlasrun.tasks.loader import load_tasks
 
     path = Path(args.file)
+    hub = is_hub_source(args.file)  # hf://OWNER/NAME[@REVISION]: a Hugging Face dataset
     try:
-        found = path.exists()
+        found = hub or path.exists() or path.is_symlink()  # a symlink loop: the loader says so
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
     if not found:
         raise InputError("file not found", where=str(path))
-    if _is_run_file(path):
+    if not hub and _is_run_file(path):
         spec = load_run_spec(path)
-        if not spec.spec.tasks.path:  # a cluster run file: its tasks are in a ConfigMap, S3 or a hub
+        tasks_source = spec.spec.tasks
+        local = tasks_source.path or tasks_source.dataset or is_hub_source(tasks_source.uri or "")
+        if not local:  # a cluster run file: its tasks are in a ConfigMap or object storage
             errors, warnings, skipped = _validate_cluster(spec)
             for line in [*(f"error: {e}" for e in errors), *(f"warning: {w}" for w in warnings)]:
                 print(line)
@@ -222,16 +238,30 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
         kind = "run file"
     else:
-        loaded = load_tasks(path)
+        loaded = load_tasks(args.file if hub else path)
         tasks, rejected = loaded.tasks, [str(r) for r in loaded.rejected]
-        kind = "task file"
+        kind = "dataset" if hub else "task file"
+        if args.catalog:
+            from atlasrun.servers.catalog import load_catalog
+            from atlasrun.servers.readiness import needs_lines
+
+            for line in needs_lines(load_catalog(args.catalog), tasks):
+                print(f"needs: {line}")
     for rejection in rejected:
         print(f"error: {rejection}")
-    print(f"{path}: {kind}: {len(tasks)} task(s) loadable, {len(rejected)} rejected")
+    print(f"{args.file if hub else path}: {kind}: {len(tasks)} task(s) loadable, {len(rejected)} rejected")
     return EXIT_FAIL_UNDER if rejected or not tasks else EXIT_OK
 
 
 def cmd_init_workspace(args: argparse.Namespace) -> int:
+    if args.catalog == "mcp-atlas":
+        from atlasrun.starter.mcp_atlas import create_mcp_atlas_workspace
+
+        built = create_mcp_atlas_workspace(Path(args.dir), log=lambda line: print(line, file=sys.stderr))
+        for missing in built.missing:
+            print(f"missing: {missing}", file=sys.stderr)
+        print(f"MCP-Atlas /data ready at {built.root} (pass it as --data-dir; the model sees it as /data)")
+        return 0
     from atlasrun.starter.workspace import create_workspace
 
     path = create_workspace(Path(args.dir))
@@ -263,7 +293,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``atlas`` parser; of the command modules only ``command``'s is imported (its full
     parser), the others are listed by name and help."""
     from atlasrun import __version__
-    from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
+    from atlasrun.flags import CATALOG_HELP, UNSAFE_FLAG, UNSAFE_HELP
 
     parser = argparse.ArgumentParser(
         prog="atlas",
@@ -283,7 +313,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "  2 bad input or a failed pre-flight check; 3 some items errored after retries; 130 interrupted",
     )
     run.add_argument("run_file", metavar="RUN.yaml", help="the run file (kind: AtlasRun)")
-    run.add_argument("--tasks", metavar="FILE", help="task file (overrides spec.tasks)")
+    run.add_argument(
+        "--tasks",
+        metavar="FILE",
+        help="task file or hf://OWNER/NAME[@REVISION] dataset (overrides spec.tasks)",
+    )
     run.add_argument(
         "--model",
         action="append",
@@ -324,6 +358,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="OUT holds another run's results: move them aside (OUT.replaced-TIME) and start afresh",
     )
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--catalog", help=CATALOG_HELP + " (overrides spec.servers.catalog)")
     run.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     run.set_defaults(func=cmd_run)
 
@@ -331,12 +366,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     validate.add_argument(
         "file", metavar="FILE", help="a run file (kind: AtlasRun, local or cluster) or a task file"
     )
+    validate.add_argument(
+        "--catalog",
+        help=CATALOG_HELP + "; with a task file: the servers its tasks need, and the keys, egress "
+        "and installs that would unlock them",
+    )
     validate.set_defaults(func=cmd_validate)
 
     init = sub.add_parser(
         "init-workspace", help="create the starter suite's sample workspace (the data root)"
     )
     init.add_argument("dir", metavar="DIR", help="where to create it (pass it as --data-dir)")
+    init.add_argument(
+        "--catalog",
+        default="starter",
+        choices=["starter", "mcp-atlas"],
+        help="starter (default): the starter suite's data; mcp-atlas: MCP-Atlas's /data",
+    )
     init.set_defaults(func=cmd_init_workspace)
 
     _register_command_modules(sub, command)

@@ -8,3 +8,7 @@ UNSAFE_HELP = (
     "where bubblewrap is missing, let servers that execute code (code-runner, cli-mcp-server) run "
     "unconfined on this host, with the runner's user and files"
 )
+CATALOG_HELP = (
+    "the server catalog: a built-in one by name (starter, the default; mcp-atlas: MCP-Atlas's 36 "
+    "servers under its names and pins) or a catalog file"
+)

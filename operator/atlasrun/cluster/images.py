@@ -57,7 +57,14 @@ def sidecar_servers(body: RunSpecBody, catalog: Catalog) -> list[str]:
 
 CATALOG_IN_CLUSTER = (
     "spec.servers.catalog: a catalog file is read from the machine running `atlas run`; the operator "
-    "and the pods cannot read it. In a cluster run, define the servers in spec.servers.inline"
+    "and the pods cannot read it. In a cluster run, define the servers in spec.servers.inline "
+    "(the built-in mcp-atlas catalog runs locally only: its servers have no sidecar images yet)"
+)
+
+
+BACKEND_IN_CLUSTER = (
+    "spec.servers.backend: mcp-atlas-env (a running MCP-Atlas agent-environment) is for local runs "
+    "(`atlas run`) only; in a cluster run the servers are the pods' sidecars: remove backend and url"
 )
 
 
@@ -66,7 +73,10 @@ def cluster_spec_problems(body: RunSpecBody) -> list[str]:
 
     The operator blocks such a run (InvalidSpec) before creating anything, ``atlas validate``
     reports it, and the CRD refuses it (a CEL rule with the same message)."""
-    return [CATALOG_IN_CLUSTER] if body.servers.catalog else []
+    problems = [CATALOG_IN_CLUSTER] if body.servers.catalog else []
+    if body.servers.backend != "local":
+        problems.append(BACKEND_IN_CLUSTER)
+    return problems
 
 
 def unpinned_images(body: RunSpecBody, catalog: Catalog, runner_image: str | None = None) -> list[str]:

@@ -12,7 +12,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "paired comparison of two models on the tasks both scored"),
     "diagnose": ("diagnose", "classify why failed tasks failed (11-mode failure taxonomy)"),
     "export-atlas": ("interop", "export a results dir in the MCP-Atlas harness's columns"),
-    "judge-eval": ("judge_eval", "measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa"),
+    "judge-eval": (
+        "judge_eval",
+        "measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa, abstentions",
+    ),
     "import-atlas": ("interop", "import results of the MCP-Atlas harness as a results dir"),
     "pull": ("pull", "bring a cluster run's results (S3) into a local results directory"),
     "report": ("report", "write OUT/report.html: tables, charts and a per-task drill-down"),

@@ -29,14 +29,17 @@ from typing import Any
 import yaml
 
 from atlasrun.agent.transcript import CallRecord, Transcript
-from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
+from atlasrun.flags import CATALOG_HELP, UNSAFE_FLAG, UNSAFE_HELP
 from atlasrun.judge.deterministic import DeterministicJudge, key_facts, ungrounded
 from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
 from atlasrun.runner.interrupt import run_interruptibly
 from atlasrun.runner.plan import Plan, plan_run
 from atlasrun.runspec.run import RunSpec
 from atlasrun.scoring.result import TaskResult
+from atlasrun.servers.catalog import is_builtin
 from atlasrun.servers.sandbox import Sandbox
+from atlasrun.tasks.files import resolve_user_path
+from atlasrun.tasks.hub import is_hub_source
 from atlasrun.tasks.model import RefCall, Task
 
 FLAGS = ("unsolvable", "drifted", "unsupported_claims")  # most severe first
@@ -150,16 +153,25 @@ def with_live_outputs(task: Task, transcript: Transcript | None) -> Task:
     return recorded
 
 
-def audit_spec(tasks: Path, enabled: list[str] | None, parallelism: int) -> RunSpec:
+def audit_spec(
+    tasks: Path | str, enabled: list[str] | None, parallelism: int, catalog: str | None = None
+) -> RunSpec:
+    """``tasks``: a task file, or an ``hf://`` dataset source (text); ``catalog``: a built-in
+    catalog's name or a catalog file."""
     body: dict[str, Any] = {
-        "tasks": {"path": str(tasks.resolve())},
+        "tasks": {"dataset": tasks} if isinstance(tasks, str) else {"path": str(tasks.resolve())},
         "models": [{"name": REPLAY}],
         "judges": [{"name": DETERMINISTIC}],
         "parallelism": parallelism,
         "limits": {"toolOutputChars": NO_OUTPUT_CAP},
     }
+    servers: dict[str, Any] = {}
     if enabled is not None:
-        body["servers"] = {"enabled": enabled}
+        servers["enabled"] = enabled
+    if catalog:
+        servers["catalog"] = catalog if is_builtin(catalog) else str(resolve_user_path(catalog, "catalog"))
+    if servers:
+        body["servers"] = servers
     return RunSpec.model_validate({"metadata": {"name": "audit"}, "spec": body})
 
 
@@ -217,7 +229,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     enabled = (
         [s for item in args.servers_enabled for s in item.split(",") if s] if args.servers_enabled else None
     )
-    spec = audit_spec(Path(args.tasks), enabled, args.parallelism)
+    tasks = args.tasks if is_hub_source(args.tasks) else Path(args.tasks)
+    spec = audit_spec(tasks, enabled, args.parallelism, args.catalog)
     with tempfile.TemporaryDirectory(prefix="atlas-audit-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
         if args.data_dir:
@@ -242,9 +255,12 @@ def register(subparsers: Any) -> None:
         "audit", help="replay every task's reference on the live servers; flag drift"
     )
     parser.add_argument(
-        "tasks", metavar="TASKS", help="task file (MCP-Atlas CSV/JSONL/Parquet or native YAML/JSON)"
+        "tasks",
+        metavar="TASKS",
+        help="task file (MCP-Atlas CSV/JSONL/Parquet or native YAML/JSON) or hf://OWNER/NAME[@REVISION]",
     )
     parser.add_argument("--data-dir", help="the data root the servers see (shown to the model as /data)")
+    parser.add_argument("--catalog", help=CATALOG_HELP)
     parser.add_argument(
         "--servers-enabled",
         nargs="+",

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from atlasrun.flags import UNSAFE_FLAG, UNSAFE_HELP
+from atlasrun.flags import CATALOG_HELP, UNSAFE_FLAG, UNSAFE_HELP
 
 
 def cmd_servers_install(args: argparse.Namespace) -> int:
@@ -66,7 +66,7 @@ def cmd_servers_list(args: argparse.Namespace) -> int:
     from atlasrun import naming
     from atlasrun.errors import InputError, did_you_mean
     from atlasrun.servers.catalog import load_catalog
-    from atlasrun.servers.install import install_dir
+    from atlasrun.servers.readiness import readiness
     from atlasrun.tasks.loader import load_tasks
 
     catalog = load_catalog(args.catalog)
@@ -82,27 +82,35 @@ def cmd_servers_list(args: argparse.Namespace) -> int:
     else:  # the tools the starter suite's tasks name (start the servers with --live for all of them)
         starter = Path(__file__).resolve().parents[3] / "examples" / "starter" / "tasks.yaml"
         known: dict[str, set[str]] = {}
-        if starter.exists():
+        if starter.exists() and args.catalog in (None, "starter"):
             for task in load_tasks(starter).tasks:
                 for tool in task.enabled_tools:
                     known.setdefault(naming.server_of(tool), set()).add(tool)
         tools = {n: sorted(known.get(n, ())) for n in names}
     for name in names:
         spec = table[name]
-        installed = (
-            "installed"
-            if not spec.package or (install_dir(spec) / ".installed").exists()
-            else "not installed"
-        )
+        state = readiness(spec)
+        installed = "installed" if state.installed else "not installed"
+        if not state.installed and spec.package and spec.package.unavailable:
+            installed += f": {spec.package.unavailable}"
         print(
             f"{name}  ({spec.transport}, {'stateful' if spec.stateful else 'stateless'}, {installed}"
             f"{', image' if spec.image else ''})  {spec.description}".rstrip()
         )
+        needs = [f"key {k} (set)" for k in state.keys_set] + [
+            f"key {k} (not set)" for k in state.keys_missing
+        ]
+        if state.egress:
+            needs.append(f"egress {state.egress}")
+        print(f"    needs: {', '.join(needs) if needs else 'nothing (runs offline)'}")
         listed = tools.get(name) or []
         if isinstance(listed, str):
             print(f"    {listed}")
         else:
             source = "listed live" if args.live else "named by the starter suite; --live lists all"
+            if not listed and not args.live:
+                print("    tools: --live starts it and lists them")
+                continue
             print(f"    {len(listed)} tool(s), {source}: {', '.join(listed) or '-'}")
     return 0
 
@@ -186,7 +194,7 @@ def register(subparsers: Any) -> None:
         epilog="example: atlas servers install filesystem calculator",
     )
     install.add_argument("names", nargs="*", help="servers to install (default: all)")
-    install.add_argument("--catalog", help="catalog file (default: the built-in catalog)")
+    install.add_argument("--catalog", help=CATALOG_HELP)
     install.set_defaults(func=cmd_servers_install)
     listing = ssub.add_parser(
         "list",
@@ -194,7 +202,7 @@ def register(subparsers: Any) -> None:
         epilog="example: atlas servers list --live filesystem calculator",
     )
     listing.add_argument("names", nargs="*", help="servers to list (default: all)")
-    listing.add_argument("--catalog", help="catalog file (default: the built-in catalog)")
+    listing.add_argument("--catalog", help=CATALOG_HELP)
     listing.add_argument(
         "--live", action="store_true", help="start each server and list every tool it offers"
     )
@@ -204,7 +212,7 @@ def register(subparsers: Any) -> None:
         "check", help="start each server and make one real call", epilog="example: atlas servers check --json"
     )
     check.add_argument("names", nargs="*", help="servers to check (default: all)")
-    check.add_argument("--catalog", help="catalog file (default: the built-in catalog)")
+    check.add_argument("--catalog", help=CATALOG_HELP)
     check.add_argument("--data-dir", help="data root the servers see (default: an empty scratch git repo)")
     check.add_argument(
         "--timeout", type=float, default=60.0, help="seconds per start and per call (default 60)"

@@ -35,7 +35,8 @@ from atlasrun.scoring.claims import judge_task
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.servers.instance import ServerStartError
-from atlasrun.servers.manager import ServerManager
+from atlasrun.servers.manager import ServerBackend, ServerManager
+from atlasrun.servers.remote import RemoteBackend
 from atlasrun.servers.sandbox import Sandbox
 from atlasrun.servers.selection import task_servers
 from atlasrun.servers.surface import ToolSurface
@@ -106,13 +107,18 @@ class Engine:
         limits = self.body.limits
         self.judges = [make_judge(j, limits.judge_retries, limits.retry_backoff_s) for j in self.body.judges]
         self.judge = self.judges[0]
-        self.manager = ServerManager(
-            plan.catalog,
-            data_dir,
-            self.body.data_mount,
-            self.body.limits.server_start_timeout_s,
-            log_dir=out / "logs",
-            sandbox=sandbox,
+        url = self.body.servers.environment_url  # backend mcp-atlas-env: its servers, shared state
+        self.manager: ServerBackend = (
+            RemoteBackend(url, sandbox)
+            if url
+            else ServerManager(
+                plan.catalog,
+                data_dir,
+                self.body.data_mount,
+                self.body.limits.server_start_timeout_s,
+                log_dir=out / "logs",
+                sandbox=sandbox,
+            )
         )
         self._write_lock = asyncio.Lock()
 
@@ -305,7 +311,11 @@ class Engine:
                 **measured,
             )
         primary, *others = await judge_task(
-            self.judges, item.task.claims, transcript.final_answer, self.body.pass_threshold
+            self.judges,
+            item.task.claims,
+            transcript.final_answer,
+            self.body.pass_threshold,
+            self.body.scoring,
         )
         verdicts = {"claims": primary.claims, "judge": primary.judge, "secondary": others}
         if primary.judge_failures:
@@ -313,7 +323,7 @@ class Engine:
                 item,
                 status="error",
                 error_kind=ErrorKind.JUDGE,
-                reason=f"judge failed on {primary.judge_failures}/{len(primary.claims)} claims",
+                reason=primary.failure_reason or "judge failed",
                 **verdicts,
                 **measured,
             )
@@ -323,6 +333,8 @@ class Engine:
             coverage=primary.coverage,
             passed=primary.passed,
             passed_at=primary.passed_at,
+            # scoring.judgeFailure: zero scored the claims the judge failed on as 0: say so
+            zeroed_error_kind=ErrorKind.JUDGE if primary.judge_failures_zeroed else None,
             **verdicts,
             **measured,
         )

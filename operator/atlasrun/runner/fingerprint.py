@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from atlasrun.errors import AtlasError, InputError
-from atlasrun.runspec.run import RunSpec
+from atlasrun.runspec.run import RunSpec, ScoringSpec
+from atlasrun.tasks.files import TASK_FILE_LIMIT, read_user_file
+from atlasrun.tasks.hub import fetch_dataset, hub_source, is_hub_source
 
 LOCK_FILE = ".lock"
 # spec fields (camelCase, as in the run file) that results do not depend on
@@ -44,11 +46,21 @@ def _digest(value: Any) -> str:
 
 def _tasks_digest(spec: RunSpec) -> str | None:
     path = spec.spec.tasks.path
+    source = spec.spec.tasks.dataset or (
+        spec.spec.tasks.uri if is_hub_source(spec.spec.tasks.uri or "") else ""
+    )
+    if source:  # a hub dataset: its commit names its content (a moved branch is another run)
+        try:
+            return "hf:" + fetch_dataset(hub_source(source)).sha[:16]
+        except InputError:  # not reachable and never loaded: the id alone stands for it
+            return None
     if not path:
         return None
     try:
-        return hashlib.sha256(spec.resolve(path).read_bytes()).hexdigest()[:16]
-    except OSError:
+        return hashlib.sha256(read_user_file(spec.resolve(path), "task file", TASK_FILE_LIMIT)).hexdigest()[
+            :16
+        ]
+    except InputError:
         return None
 
 
@@ -68,9 +80,12 @@ def fingerprint(spec: RunSpec) -> dict[str, Any]:
         tasks["content"] = content
     body["tasks"] = tasks
     body["limits"] = {k: v for k, v in body["limits"].items() if k not in SAFE_LIMIT_FIELDS}
+    body.get("servers", {}).pop("url", None)  # where the environment is reached, like a model's apiBase
     for judge in body.get("judges", []):
         for key in SAFE_MODEL_FIELDS:
             judge.pop(key, None)
+    if body.get("scoring") == ScoringSpec().model_dump(mode="json", by_alias=True):
+        body.pop("scoring")  # the default fingerprints as before spec.scoring existed: old dirs resume
     fields = {k: _digest(v) for k, v in sorted(body.items()) if k not in SAFE_SPEC_FIELDS}
     return {"fields": fields, "models": models}
 

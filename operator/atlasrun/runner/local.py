@@ -225,8 +225,14 @@ def banner(spec: RunSpec, plan: Plan, out: Path) -> str:
     body = spec.spec
     models, tasks, repeats = len(body.models), len(plan.tasks), body.repeats
     excluded = f" ({len(plan.excluded)} excluded)" if plan.excluded else ""
+    url = body.servers.environment_url
+    shared = (
+        f"; servers: MCP-Atlas agent-environment at {url} (state shared by all tasks: no fresh state per task)"
+        if url
+        else ""
+    )
     return (
         f"run {spec.metadata.name}: {tasks} task(s){excluded} x {models} model(s) "
         f"({', '.join(m.name for m in body.models)}) x {repeats} repeat(s) = {tasks * models * repeats} item(s); "
-        f"judges: {', '.join(j.name for j in body.judges)}; parallelism {body.parallelism}; out: {out}"
+        f"judges: {', '.join(j.name for j in body.judges)}; parallelism {body.parallelism}; out: {out}{shared}"
     )

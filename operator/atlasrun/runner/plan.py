@@ -6,10 +6,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from atlasrun import naming
 from atlasrun.errors import InputError, did_you_mean
 from atlasrun.runspec.run import RunSpec
-from atlasrun.servers.catalog import Catalog, load_catalog
+from atlasrun.servers.catalog import Catalog, is_builtin, load_catalog
+from atlasrun.servers.readiness import blocker, runs_here
+from atlasrun.servers.remote import probe_environment
 from atlasrun.servers.selection import enabled_servers, task_servers
+from atlasrun.tasks.hub import hub_source, is_hub_source
 from atlasrun.tasks.loader import Rejection, load_tasks
 from atlasrun.tasks.model import Task
 
@@ -43,44 +47,78 @@ class Plan:
 
 
 def build_catalog(spec: RunSpec) -> Catalog:
-    catalog = load_catalog()
-    if spec.spec.servers.catalog:
-        catalog = catalog.merged(load_catalog(spec.resolve(spec.spec.servers.catalog)).servers)
+    """The run's servers: a built-in catalog by name (``starter``, the default; ``mcp-atlas``) or
+    the starter catalog with a catalog file's entries over it; then ``servers.inline`` over that."""
+    chosen = spec.spec.servers.catalog
+    if chosen and is_builtin(chosen):
+        catalog = load_catalog(chosen)
+    else:
+        catalog = load_catalog()
+        if chosen:
+            catalog = catalog.merged(load_catalog(spec.resolve(chosen)).servers)
     if spec.spec.servers.inline:
         catalog = catalog.merged(spec.spec.servers.inline)
     return catalog
 
 
-def tasks_path(spec: RunSpec) -> Path:
+def tasks_path(spec: RunSpec) -> Path | str:
+    """The local tasks file, or a Hugging Face dataset as an ``hf://`` source (``dataset``, or ``uri: hf://...``)."""
     source = spec.spec.tasks
     if source.path:
         return spec.resolve(source.path)
-    where = "spec.tasks"
     if source.dataset:
-        raise InputError(
-            "loading a Hugging Face dataset needs a reachable hub; download it and use 'path'", where
-        )
-    raise InputError("local runs read tasks from 'path' (uri and configMap are for cluster mode)", where)
+        return hub_source(source.dataset)
+    if source.uri and is_hub_source(source.uri):
+        return source.uri
+    raise InputError(
+        "local runs read tasks from 'path' or a dataset (s3:// uri and configMap are for cluster mode)",
+        "spec.tasks",
+    )
+
+
+def _why_not(server: str, catalog: Catalog) -> str:
+    """A server a task needs that is not enabled, with why ("brave-search (key BRAVE_API_KEY not
+    set, egress to api.search.brave.com:443)")."""
+    spec = catalog.by_name().get(server)
+    if spec is None:
+        return f"{server}{did_you_mean(server, catalog.by_name())}"
+    why = blocker(spec)
+    return f"{server} ({why})" if why else server
+
+
+def _servers_named(tasks: list[Task]) -> list[str]:
+    """Every server the tasks' reference solutions or enabled tools name."""
+    named = {s for task in tasks for s in task.required_servers}
+    return sorted(named | {naming.server_of(tool) for task in tasks for tool in task.enabled_tools})
 
 
 def plan_run(spec: RunSpec) -> Plan:
     catalog = build_catalog(spec)
-    names = set(catalog.by_name())
-    enabled = enabled_servers(spec.spec.servers.enabled, names)
-    unknown = list(dict.fromkeys(n for n in enabled if n not in names))
     run_file = str(spec.source_file) if spec.source_file else None
-    if unknown:
+    # backend mcp-atlas-env: the servers are the agent-environment's, not the catalog's
+    url = spec.spec.servers.environment_url
+    remote = probe_environment(url, where=run_file or "spec.servers.url") if url else None
+    if remote is None:
+        names, has = set(catalog.by_name()), "the catalog has"
+        runnable = [s.name for s in catalog.servers if runs_here(s)]
+    else:
+        names, has, runnable = set(remote.statuses), f"the agent-environment at {url} has", remote.online
+    enabled = enabled_servers(spec.spec.servers.enabled, runnable)
+    unknown = list(dict.fromkeys(n for n in enabled if n not in names))
+    if unknown and not (remote and remote.unreachable):
         shown = ", ".join(n if re.fullmatch(r"[\w.-]+", n) else repr(n) for n in unknown[:10])
         raise InputError(
             f"spec.servers.enabled: unknown server(s) {shown}{' ...' if len(unknown) > 10 else ''}; "
-            f"the catalog has {', '.join(sorted(names))}",
+            f"{has} {', '.join(sorted(names)) or 'none'}",
             where=run_file,
         )
+    if remote and not remote.unreachable:  # one it has configured but not online serves nothing
+        enabled = [n for n in enabled if n in remote.online]
     path = tasks_path(spec)
     try:
         loaded = load_tasks(path)
     except InputError as exc:
-        if exc.where != str(path) or run_file is None:
+        if not isinstance(path, Path) or exc.where != str(path) or run_file is None:
             raise
         raise InputError(f"spec.tasks.path: {exc}", where=run_file) from exc
     plan = Plan(catalog=catalog, enabled_servers=list(enabled), rejected=loaded.rejected)
@@ -96,11 +134,15 @@ def plan_run(spec: RunSpec) -> Plan:
         tasks = [t for t in tasks if t.id in wanted]
     if spec.spec.tasks.limit is not None:
         tasks = tasks[: spec.spec.tasks.limit]
+    if remote and remote.unreachable and spec.spec.servers.enabled is None:
+        # What it serves is unknown: no task is excluded for a server; its items fail as infra errors.
+        enabled = plan.enabled_servers = _servers_named(tasks)
     on = set(enabled)
     for task in tasks:
         needs = task_servers(task, on)
         if needs.missing:
-            missing = ", ".join(f"{n}{'' if n in names else did_you_mean(n, names)}" for n in needs.missing)
+            why = remote.why_not if remote else lambda server: _why_not(server, catalog)
+            missing = ", ".join(why(n) for n in needs.missing)
             plan.excluded.append(Exclusion(task, f"needs server(s) not enabled: {missing}"))
             continue
         if needs.hidden_tools:

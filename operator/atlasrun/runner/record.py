@@ -15,6 +15,7 @@ from atlasrun.errors import InputError
 from atlasrun.judge.base import JudgeInfo
 from atlasrun.scoring.records import M, VersionedRecord
 from atlasrun.scoring.summary import ExcludedTask
+from atlasrun.tasks.files import RESULTS_LIMIT, read_user_file
 
 RUN_FILE = "run.json"
 
@@ -65,11 +66,12 @@ def read_record(path: Path, model: type[M]) -> M | None:
     An unreadable file is an InputError naming it; an unknown version a RecordVersionError.
     """
     try:
-        data = path.read_bytes()
+        path.stat()
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", where=str(path)) from exc
+    except OSError:
+        pass  # read_user_file names it
+    data = read_user_file(path, model.RECORD, RESULTS_LIMIT)  # a regular file, bounded
     try:
         return model.from_json(data, str(path))
     except ValueError as exc:

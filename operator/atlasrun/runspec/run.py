@@ -9,12 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from atlasrun.errors import InputError
 from atlasrun.servers.catalog import Egress, ServerSpec
 from atlasrun.tasks.documents import decode, load_yaml
+from atlasrun.tasks.files import DOCUMENT_LIMIT, read_user_file
 from atlasrun.tasks.model import TaskLimits
 
 API_VERSION = "atlasrun.dev/v1alpha1"
@@ -74,11 +84,11 @@ class TasksSource(_Spec):
     path: str | None = None
     """A local tasks file (JSONL/CSV/Parquet), relative to the run file."""
     uri: str | None = None
-    """Cluster mode: an s3://bucket/key tasks file."""
+    """An s3://bucket/key tasks file (cluster mode); locally also hf://OWNER/NAME[@REVISION]."""
     config_map: str | None = None
     """Cluster mode: the name of a ConfigMap holding the tasks file."""
     dataset: str | None = None
-    """A Hugging Face dataset id (when a hub is reachable)."""
+    """A Hugging Face dataset, OWNER/NAME[@REVISION] (hf:// optional), from HF_ENDPOINT, cached."""
     ids: list[str] | None = None
     """Run only the tasks with these ids."""
     limit: int | None = Field(default=None, ge=1)
@@ -181,14 +191,51 @@ class ServersSpec(_Spec):
     """The MCP servers the tasks may use."""
 
     catalog: str | None = None
-    """An extra server catalog file (relative to the run file) merged over the built-in one."""
+    """A built-in catalog by name (starter, the default; mcp-atlas: MCP-Atlas's 36 servers under its names and pins) or a catalog file (relative to the run file) whose entries go over the starter catalog's."""
     enabled: list[str] | None = Field(
         default=None,
-        description="Servers this run may start. Omitted: every catalog server; an empty list: none "
-        "(tasks that need a server are excluded). The same in local and cluster runs.",
+        description="Servers this run may start. Omitted: every catalog server that can run here (its "
+        "keys set; a pin no registry here serves must be installed); an empty list: none (tasks that "
+        "need a server are excluded, with the reason). The same in local and cluster runs.",
     )
     inline: list[ServerSpec] = Field(default_factory=list)
     """Servers defined in the run itself (they override catalog entries of the same name)."""
+    backend: Literal["local", "mcp-atlas-env"] = "local"
+    """Where the servers run. local (the default): AtlasRun starts the catalog's servers itself, sandboxed, with fresh state for every task. mcp-atlas-env: a running MCP-Atlas agent-environment at `url` serves them, as MCP-Atlas's harness and EvalScope use it: the run enables the servers it serves (GET /enabled-servers), lists their tools from it and calls them through it (POST /call-tool); `enabled` only narrows that set; catalog entries are not used. Its state is shared by every task: no fresh state per task. Local runs only."""
+    url: str | None = None
+    """The agent-environment's base URL for backend mcp-atlas-env (e.g. http://127.0.0.1:1984, its default port)."""
+
+    @model_validator(mode="after")
+    def _backend_url(self) -> ServersSpec:
+        if self.backend == "mcp-atlas-env":
+            url = (self.url or "").strip()
+            scheme, sep, rest = url.partition("://")
+            if not (sep and scheme.lower() in ("http", "https") and rest.strip("/")):
+                raise ValueError(
+                    f"backend mcp-atlas-env needs url, the agent-environment's http(s) URL "
+                    f"(e.g. http://127.0.0.1:1984), not {self.url!r}"
+                )
+            if self.inline:
+                raise ValueError("backend mcp-atlas-env runs no server of its own: remove inline")
+        elif self.url is not None:
+            raise ValueError("url is the agent-environment's, for backend mcp-atlas-env only")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """backend and url left out at their defaults: run files and fingerprints of runs made
+        before they existed stay the same (a results directory resumes)."""
+        dumped: dict[str, Any] = handler(self)
+        if self.backend == "local":
+            dumped.pop("backend", None)
+        if self.url is None:
+            dumped.pop("url", None)
+        return dumped
+
+    @property
+    def environment_url(self) -> str | None:
+        """The agent-environment's URL with backend mcp-atlas-env, else None (local servers)."""
+        return self.url.strip().rstrip("/") if self.backend == "mcp-atlas-env" and self.url else None
 
 
 class Limits(_Spec):
@@ -271,6 +318,18 @@ class ClusterSpec(_Spec):
     """Scheduling overrides for every pod of the run."""
 
 
+JudgeFailurePolicy = Literal["exclude", "zero"]
+
+
+class ScoringSpec(_Spec):
+    """How claim verdicts become a task's coverage and pass/fail."""
+
+    judge_failure: JudgeFailurePolicy = "exclude"
+    """A claim the judge failed on after its retries: exclude (default) leaves the task unscored, an error of kind judge that is counted and rejudged on resume; zero scores the claim not_fulfilled (0) as MCP-Atlas's scorer does, keeps the judge's error on the verdict, marks the task's result zeroed_error_kind: judge and counts it in the summary's judge_failures_zeroed."""
+    coverage_decimals: int | None = Field(default=None, ge=0, le=15)
+    """Round coverage to this many decimals (Python round) before it is stored and compared to the pass threshold; MCP-Atlas rounds to 3. Omitted: no rounding."""
+
+
 class RunSpecBody(_Spec):
     tasks: TasksSource
     """Where the tasks come from."""
@@ -288,6 +347,8 @@ class RunSpecBody(_Spec):
     """Tasks running at once (local processes or cluster Jobs)."""
     pass_threshold: float = Field(default=0.75, gt=0, le=1)
     """Fraction of claims a task's answer must cover to pass."""
+    scoring: ScoringSpec = Field(default_factory=ScoringSpec)
+    """How judge failures and coverage rounding are handled."""
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     """Cluster mode: the run ends Failed when more than this share of its finished items errored (omitted: only when every item errored)."""
     data_dir: str | None = None
@@ -342,13 +403,13 @@ RUN_TEXT_PATHS = [
 
 def load_run_spec(path: str | Path) -> RunSpec:
     source = Path(path)
-    try:
-        data = source.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read run file: {exc.strerror or exc}", where=str(source)) from exc
+    data = read_user_file(source, "run file", DOCUMENT_LIMIT)
     raw = load_yaml(decode(data, str(source)), str(source), RUN_TEXT_PATHS)
-    if not isinstance(raw, dict):
-        raise InputError("a run file is a mapping with apiVersion, kind, metadata, spec", where=str(source))
+    # Without 'spec' this is some other file: its keys and values are not echoed as errors.
+    if not isinstance(raw, dict) or "spec" not in raw:
+        raise InputError(
+            "not a run file: a run file is a mapping with apiVersion, kind, metadata, spec", where=str(source)
+        )
     try:
         spec = RunSpec.model_validate(raw)
     except ValidationError as exc:

@@ -40,6 +40,10 @@ class TaskResult(VersionedRecord):
     repeat: int = 0
     status: Status
     error_kind: ErrorKind | None = None  # set exactly when status is "error" or "excluded"
+    # Set only on a scored result that, under spec.scoring.judgeFailure: zero, was scored despite
+    # what would otherwise have made it an error of this kind (judge): its claims with both a
+    # label and an error are the ones scored 0 (scoring.claims.is_zeroed).
+    zeroed_error_kind: ErrorKind | None = None
     reason: str | None = None
     coverage: float | None = None
     passed: bool | None = None

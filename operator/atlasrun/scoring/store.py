@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from atlasrun.agent.transcript import Transcript
-from atlasrun.errors import StorageError
+from atlasrun.errors import InputError, StorageError
 from atlasrun.redact import declare, scrub
 from atlasrun.scoring.records import M, VersionedRecord
 from atlasrun.scoring.result import TaskResult
+from atlasrun.tasks.files import DOCUMENT_LIMIT, RESULTS_LIMIT, check_user_file, read_user_file
 
 K = TypeVar("K")
 
@@ -37,6 +38,7 @@ def load_latest(path: Path, model: type[M], key: Callable[[M], K]) -> dict[K, M]
     latest: dict[K, M] = {}
     if not path.exists():
         return latest
+    check_user_file(path, "results file", RESULTS_LIMIT)  # a FIFO or /dev/zero here would never end
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
             try:
@@ -124,7 +126,7 @@ def run_secret_envs(root: Path) -> list[str]:
     """The secret env var names the run in ``root`` declared (models', judges', servers' secrets),
     from its run.json: later commands on the directory (diagnose, report) mask them too."""
     try:
-        record = json.loads((root / "run.json").read_text(encoding="utf-8"))
+        record = json.loads(read_user_file(root / "run.json", "run record", DOCUMENT_LIMIT))
         body = record["spec"]["spec"]
         names = [entry.get("apiKeyEnv") for kind in ("models", "judges") for entry in body.get(kind) or []]
         names += [
@@ -132,7 +134,7 @@ def run_secret_envs(root: Path) -> list[str]:
             for server in (body.get("servers") or {}).get("inline") or []
             for name in server.get("secrets") or []
         ]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (InputError, ValueError, KeyError, TypeError, AttributeError):
         return []
     return [n for n in names if isinstance(n, str) and n]
 
@@ -162,8 +164,8 @@ class ResultsDir:
             self.root / _v1_task_record_name(result.model, result.task_id, result.repeat),
         ):
             try:
-                full = TaskResult.from_json(path.read_bytes(), str(path))
-            except (OSError, ValueError):
+                full = TaskResult.from_json(read_user_file(path, "result record", RESULTS_LIMIT), str(path))
+            except (InputError, ValueError):
                 continue
             if full.key == result.key:
                 return full

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from atlasrun.judge.base import JudgeInfo
-from atlasrun.scoring.claims import REPORTED_THRESHOLDS
+from atlasrun.scoring.claims import REPORTED_THRESHOLDS, is_zeroed
 from atlasrun.scoring.records import VersionedRecord
 from atlasrun.scoring.result import ErrorKind, TaskResult
 
@@ -33,6 +33,10 @@ class ModelSummary(BaseModel):
     errored: int = 0
     errors_by_kind: dict[ErrorKind, int] = Field(default_factory=dict)
     error_reasons: dict[str, int] = Field(default_factory=dict)
+    # Scored results with claims the judge failed on, scored 0 (spec.scoring.judgeFailure: zero),
+    # and how many such claims; under the default (exclude) those results are judge errors instead.
+    judge_failures_zeroed: int = 0
+    judge_failed_claims_zeroed: int = 0
     passed: int = 0
     pass_rate: float | None = None
     mean_coverage: float | None = None
@@ -100,6 +104,8 @@ def summarize_models(
             errored=len(errored),
             errors_by_kind=_kinds(errored),
             error_reasons=dict(Counter(r.reason or "" for r in errored)),
+            judge_failures_zeroed=sum(1 for r in scored if r.zeroed_error_kind == ErrorKind.JUDGE),
+            judge_failed_claims_zeroed=sum(1 for r in scored for c in r.claims if is_zeroed(c)),
             passed=passed,
             pass_rate=passed / len(scored) if scored else None,
             mean_coverage=_mean(coverages),

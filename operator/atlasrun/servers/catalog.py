@@ -23,13 +23,40 @@ from pydantic.alias_generators import to_camel
 from atlasrun.errors import InputError
 from atlasrun.naming import validate_server_name
 from atlasrun.tasks.documents import decode, load_yaml
+from atlasrun.tasks.files import DOCUMENT_LIMIT, read_user_file
 
 DEFAULT_CATALOG = Path(__file__).with_name("catalog.yaml")
+# Built-in catalogs by name: the starter suite's servers (the default) and MCP-Atlas's own 36
+# servers under its names and pins (docs/mcp-atlas.md).
+BUILTIN_CATALOGS = {
+    "starter": DEFAULT_CATALOG,
+    "mcp-atlas": Path(__file__).with_name("catalog-mcp-atlas.yaml"),
+}
 _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
 # Catalog files use snake_case; the AtlasRun resource uses camelCase. Both are accepted.
 _CONFIG = ConfigDict(
     extra="forbid", alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
 )
+
+
+class Source(BaseModel):
+    """Build the package from its source at a pinned commit (registries do not serve that version).
+
+    The source is a local archive when ``$ATLAS_SOURCE_ARCHIVES`` names a directory holding
+    ``archive`` (checked against ``sha256``), else a clone of ``git`` at ``commit`` (the commit
+    id is the check)."""
+
+    model_config = _CONFIG
+    git: str
+    """The upstream repository URL."""
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    """The full commit id the package is built from."""
+    archive: str | None = None
+    """File name of a source archive of that commit (looked up in $ATLAS_SOURCE_ARCHIVES)."""
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """The archive's sha256."""
+    prebuilt: bool = False
+    """npm: the commit holds the built package; pack it as is (no npm ci, no build scripts)."""
 
 
 class Package(BaseModel):
@@ -44,6 +71,17 @@ class Package(BaseModel):
     """The exact pinned version."""
     extra: list[str] = Field(default_factory=list)
     """Extra pip requirements installed in the server's own venv (e.g. "mcp<2")."""
+    exclude_newer: str | None = None
+    """pip: resolve dependencies as of this time (RFC 3339), as uv's --exclude-newer does."""
+    source: Source | None = None
+    """Build from source at a pinned commit instead of downloading the version from the registry."""
+    links: dict[str, str] = Field(default_factory=dict)
+    """Files the package's install scripts download from elsewhere (GitHub), by path in the install
+    directory: when missing after the install, linked to this system command instead (e.g.
+    desktop-commander's ripgrep: Debian's rg)."""
+    unavailable: str | None = None
+    """Why this pin cannot be installed from the registries reachable by AtlasRun's tests (shown by
+    `atlas servers list`; installing is still attempted)."""
 
 
 class Egress(BaseModel):
@@ -102,6 +140,27 @@ class ServerSpec(BaseModel):
     """Cluster mode: the port of the server's HTTP bridge."""
     check: dict[str, object] | None = None
     """A cheap call used by `atlas servers check`: tool name (unprefixed) and arguments."""
+    mount_data: bool = False
+    """Sandboxed, the data root is mounted where the model sees it (the run's dataMount, e.g.
+    /data), so the server's paths and messages are the model's own; {data_dir} renders to that
+    path. Without a sandbox: the host path, with paths mapped in arguments and results."""
+    data_scope: Literal["server", "task"] = "server"
+    """Whose is the private data copy (isolate_data): server (each server of a task has its own) or
+    task (the task's servers share one fresh copy: what one writes, the others read, as MCP-Atlas's
+    servers share its /data). A task-scoped server starts with its task (fresh: respawn)."""
+    shared_data: list[str] = Field(default_factory=list)
+    """Paths under the data root (e.g. a large virtual environment) that are not copied per
+    instance but mounted read-only from the source at the same place (needs mount_data)."""
+    path_aliases: dict[str, str] = Field(default_factory=dict)
+    """Commands the server runs under another name, put on its PATH as links (e.g. python: python3
+    where the system has no `python`, as MCP-Atlas's container has)."""
+    results: Literal["plain", "mcp-atlas"] = "plain"
+    """How a result reaches the model: plain (the server's text; its error text as is) or mcp-atlas
+    (as MCP-Atlas's agent-environment and harness pass it on: an error as the HTTP error body
+    {"detail":"Failed to call tool '<name>': <error>"}, an empty result as "success")."""
+    start_calls: list[dict[str, object]] = Field(default_factory=list)
+    """Calls made once after the server starts, before any task's call (tool, arguments), e.g.
+    MCP-Atlas's agent-environment sets desktop-commander's allowedDirectories at start-up."""
 
     @field_validator("name")
     @classmethod
@@ -118,6 +177,17 @@ class ServerSpec(BaseModel):
             raise ValueError(
                 f"server {self.name!r}: fresh 'reuse-with-fresh-data' needs stateful and isolate_data"
             )
+        if self.data_scope == "task" and not (self.isolate_data and self.fresh == "respawn"):
+            raise ValueError(f"server {self.name!r}: data_scope task needs isolate_data and fresh respawn")
+        if self.shared_data and not self.mount_data:
+            raise ValueError(f"server {self.name!r}: shared_data needs mount_data")
+        if self.shared_data and self.fresh == "reuse-with-fresh-data":
+            raise ValueError(f"server {self.name!r}: shared_data cannot be reused with fresh data")
+        for rel in self.shared_data:
+            if rel.startswith("/") or ".." in rel.split("/") or not rel.strip("/"):
+                raise ValueError(
+                    f"server {self.name!r}: shared_data {rel!r} must be a path under the data root"
+                )
 
     def render(self, values: dict[str, str]) -> ServerSpec:
         """Return a copy with placeholders filled in (unknown ones are left as-is)."""
@@ -161,13 +231,25 @@ class Catalog(BaseModel):
         return Catalog(servers=list(table.values()))
 
 
+def catalog_source(name_or_path: str | os.PathLike[str] | None) -> Path:
+    """A built-in catalog's file (by name: starter, mcp-atlas) or the given path."""
+    if not name_or_path:
+        return DEFAULT_CATALOG
+    return BUILTIN_CATALOGS.get(str(name_or_path)) or Path(name_or_path)
+
+
+def is_builtin(name_or_path: str | None) -> bool:
+    return str(name_or_path) in BUILTIN_CATALOGS
+
+
 def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
-    source = Path(path) if path else DEFAULT_CATALOG
-    try:
-        data = source.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read server catalog: {exc.strerror or exc}", where=str(source)) from exc
+    """Load a catalog: a built-in one by name ("starter", the default; "mcp-atlas") or a file."""
+    source = catalog_source(path)
+    data = read_user_file(source, "server catalog", DOCUMENT_LIMIT)
     raw = load_yaml(decode(data, str(source)), str(source))
+    # Without 'servers' this is some other file (/etc/shadow): its keys and values are not echoed.
+    if not isinstance(raw, dict) or "servers" not in raw:
+        raise InputError("not a server catalog: a catalog is a mapping with 'servers:'", where=str(source))
     try:
         return Catalog.model_validate(raw)
     except ValidationError as exc:

@@ -23,28 +23,19 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from atlasrun.errors import AtlasError, InputError
 from atlasrun.servers.catalog import Catalog, Package, ServerSpec, load_catalog
+from atlasrun.servers.source import InstallError, build_from_source, run_step
 
 Log = Callable[[str], None]
 
 STAMP = ".installed"
-TIMEOUT_S = 900
-TAIL_LINES = 30
-
-
-class InstallError(AtlasError):
-    """A server's package failed to install; carries the tail of the command output."""
-
-    def __init__(self, server: str, command: Sequence[str], detail: str) -> None:
-        self.server = server
-        super().__init__(f"installing server {server!r} failed: `{' '.join(command)}` {detail}")
 
 
 def servers_root() -> Path:
@@ -60,7 +51,12 @@ def _package(spec: ServerSpec) -> Package:
 
 def install_dir(spec: ServerSpec) -> Path:
     pkg = _package(spec)
-    key = json.dumps([pkg.manager, pkg.name, pkg.version, pkg.extra])
+    fields: list[object] = [pkg.manager, pkg.name, pkg.version, pkg.extra]
+    if pkg.exclude_newer or pkg.source:  # older pins keep their directory (and their cache)
+        fields += [pkg.exclude_newer, pkg.source.model_dump(exclude_defaults=True) if pkg.source else None]
+    if pkg.links:
+        fields.append(pkg.links)
+    key = json.dumps(fields)
     digest = hashlib.sha256(key.encode()).hexdigest()[:8]
     return servers_root() / f"{spec.name}-{pkg.version}-{digest}"
 
@@ -69,32 +65,30 @@ def is_installed(spec: ServerSpec) -> bool:
     return spec.package is not None and (install_dir(spec) / STAMP).is_file()
 
 
-def _commands(pkg: Package, target: Path) -> list[list[str]]:
+def _commands(pkg: Package, target: Path, source: Path | None = None) -> list[list[str]]:
+    """The commands installing ``pkg`` into ``target`` (from ``source``, a built package or
+    source tree, when the package is built from source)."""
     if pkg.manager == "npm":
         npm = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(target)]
-        return [[*npm, f"{pkg.name}@{pkg.version}"]]
+        return [[*npm, str(source) if source else f"{pkg.name}@{pkg.version}"]]
+    requirement = str(source) if source else f"{pkg.name}=={pkg.version}"
+    if pkg.exclude_newer or source:
+        # uv resolves as of the pin's date: today's resolution of an old pin can pull an
+        # incompatible dependency (e.g. mcp 2.x for servers written against mcp 1.x).
+        uv = _uv()
+        dated = ["--exclude-newer", pkg.exclude_newer] if pkg.exclude_newer else []
+        venv = [uv, "venv", "--quiet", "--python", sys.executable, str(target)]
+        pip = [uv, "pip", "install", "--quiet", "--python", str(target / "bin" / "python"), *dated]
+        return [venv, [*pip, requirement, *pkg.extra]]
     pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
     venv = [sys.executable, "-m", "venv", str(target)]
-    return [venv, [*pip, "--no-input", f"{pkg.name}=={pkg.version}", *pkg.extra]]
+    return [venv, [*pip, "--no-input", requirement, *pkg.extra]]
 
 
-def _run(server: str, command: list[str]) -> None:
-    try:
-        proc = subprocess.run(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
-    except FileNotFoundError as exc:
-        raise InstallError(server, command, f"could not start: {exc}") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise InstallError(server, command, f"timed out after {TIMEOUT_S}s") from exc
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-TAIL_LINES:])
-        raise InstallError(server, command, f"exited {proc.returncode}:\n{tail}")
+def _uv() -> str:
+    from uv import find_uv_bin  # the pinned uv wheel (pyproject.toml)
+
+    return str(find_uv_bin())
 
 
 @contextmanager
@@ -120,11 +114,18 @@ def install(spec: ServerSpec, log: Log = print) -> Path:
         shutil.rmtree(target, ignore_errors=True)  # leftovers of an interrupted install
         target.mkdir(parents=True)
         try:
-            for command in _commands(pkg, target):
-                _run(spec.name, command)
+            if pkg.source is not None:
+                with tempfile.TemporaryDirectory(prefix=f"atlas-build-{spec.name}-") as work:
+                    built = build_from_source(spec.name, pkg, Path(work), log)
+                    for command in _commands(pkg, target, built):
+                        run_step(spec.name, command)
+            else:
+                for command in _commands(pkg, target):
+                    run_step(spec.name, command)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
+        _link_missing(spec.name, pkg, target, log)
         pending = target / f"{STAMP}.tmp"
         pending.write_text(json.dumps(pkg.model_dump()) + "\n")
         pending.replace(target / STAMP)
@@ -132,15 +133,41 @@ def install(spec: ServerSpec, log: Log = print) -> Path:
     return target
 
 
+def _link_missing(server: str, pkg: Package, target: Path, log: Log) -> None:
+    for rel, command in pkg.links.items():
+        path = target / rel
+        if path.exists():
+            continue
+        found = shutil.which(command)
+        if found is None:
+            raise InstallError(
+                server, ["which", command], f"found nothing to provide {rel} (install {command})"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(found)
+        log(f"{server}: {rel} -> {found} (its install script downloads it; not reachable)")
+
+
 def install_all(catalog: Catalog, names: Sequence[str] | None = None, log: Log = print) -> dict[str, Path]:
     """Install the named servers (default: every catalog entry that has a package)."""
     specs = [catalog.get(n) for n in names] if names else catalog.servers
     done: dict[str, Path] = {}
+    failed: list[InstallError] = []
     for spec in specs:
         if spec.package is None:
             log(f"{spec.name}: no package, nothing to install")
             continue
-        done[spec.name] = install(spec, log)
+        try:
+            done[spec.name] = install(spec, log)
+        except InstallError as exc:  # the others still install; every failure is reported
+            log(f"{spec.name}: FAILED: {exc}")
+            failed.append(exc)
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        raise AtlasError(
+            f"{len(failed)} server(s) failed to install: {', '.join(e.server for e in failed)} (reasons above)"
+        )
     return done
 
 

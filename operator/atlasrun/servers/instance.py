@@ -10,6 +10,8 @@ instance lives for one task (fresh, stateful servers) or for the whole run
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import shutil
 import socket
@@ -23,6 +25,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from atlasrun.naming import qualify
 from atlasrun.servers.catalog import ServerSpec
 from atlasrun.servers.install import install_dir
 from atlasrun.servers.mcp_sdk import (
@@ -35,7 +38,7 @@ from atlasrun.servers.mcp_sdk import (
     stdio_client,
 )
 from atlasrun.servers.sandbox import Dirs, Launch, Sandbox, SandboxError
-from atlasrun.servers.scratch import DataCopy, new_scratch
+from atlasrun.servers.scratch import DataCopy, TaskData, new_scratch
 
 
 class ServerStartError(RuntimeError):
@@ -75,6 +78,31 @@ class PathMap:
         return text.replace(self.real, self.virtual.rstrip("/") or "/") if self.real != self.virtual else text
 
 
+def as_mcp_atlas(name: str, parts: list[str], text: str, is_error: bool) -> str:
+    """A result as MCP-Atlas's stack hands it to the model: its agent-environment answers a tool
+    error with HTTP 500 and FastAPI's body (fastmcp raises the error's first text block as
+    ToolError; main.call_tool wraps it), which its harness passes on verbatim; an empty success
+    becomes "success" (sandbox-client.ts)."""
+    if is_error:
+        detail = f"Failed to call tool '{name}': {parts[0] if parts else 'Unknown error'}"
+        return json.dumps({"detail": detail}, ensure_ascii=False, separators=(",", ":"))
+    return text if any(p.strip() for p in parts) else "success"
+
+
+_SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def with_secrets(spec: ServerSpec, texts: list[str]) -> list[str]:
+    """``${NAME}`` replaced by the value of the declared secret NAME ("" when unset, as envsubst
+    does); a name the entry does not declare is left as written."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return os.environ.get(name, "") if name in spec.secrets else match.group(0)
+
+    return [_SECRET_REF.sub(value, text) for text in texts]
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (for servers this process starts)."""
     with socket.socket() as sock:
@@ -98,8 +126,12 @@ class ServerInstance:
         start_timeout_s: float = 60.0,
         stderr_dir: Path | None = None,
         sandbox: Sandbox | None = None,
+        task_data: TaskData | None = None,
     ) -> None:
         self.spec = spec
+        self._task_data = task_data  # the task's shared data copy (data_scope: task), held while up
+        if task_data is not None:
+            task_data.hold()
         self.name = spec.name
         self._source_data = data_dir
         self._data_mount = data_mount
@@ -169,11 +201,23 @@ class ServerInstance:
                 self._stale = None
 
     def _prepare_data(self) -> Path:
+        if self._task_data is not None:
+            return self._task_data.path
         if not self.spec.isolate_data:
             return self._source_data
-        self._copy = DataCopy(self._source_data, self._scratch / "data", self._scratch / _CLOCK)
+        shared = self.spec.shared_data if self._mounted else []
+        self._copy = DataCopy(self._source_data, self._scratch / "data", self._scratch / _CLOCK, shared)
         self._copy.create()
         return self._copy.target
+
+    @property
+    def _mounted(self) -> bool:
+        """The data root is mounted where the model sees it (``mount_data``, sandboxed)."""
+        return self.spec.mount_data and self._sandbox.unavailable is None
+
+    def _inner_data(self, data_dir: Path) -> Path:
+        """The data root's path as the server sees it."""
+        return Path(self._data_mount) if self._mounted else data_dir
 
     @property
     def reusable(self) -> bool:
@@ -213,8 +257,19 @@ class ServerInstance:
     def _launch_for(self, spec: ServerSpec, data_dir: Path) -> Launch:
         assert spec.command
         install = install_dir(spec) if spec.package is not None else None
-        dirs = Dirs(self._scratch, data_dir, data_writable=spec.isolate_data, install=install)
-        return self._sandbox.confine(spec, Launch(spec.command, spec.args, spec.env, spec.cwd), dirs)
+        mount = self._inner_data(data_dir) if self._mounted else None
+        shared = tuple(
+            (self._source_data / rel, Path(self._data_mount) / rel)
+            for rel in (spec.shared_data if mount else [])
+            if (self._source_data / rel).exists()
+        )
+        writable = spec.isolate_data or self._task_data is not None
+        dirs = Dirs(self._scratch, data_dir, writable, install=install, mount=mount, shared=shared)
+        args, env = (
+            with_secrets(spec, spec.args),
+            {k: with_secrets(spec, [v])[0] for k, v in spec.env.items()},
+        )
+        return self._sandbox.confine(spec, Launch(spec.command, args, env, spec.cwd), dirs)
 
     async def _hold(self) -> None:
         assert self._ready is not None
@@ -222,8 +277,8 @@ class ServerInstance:
             async with AsyncExitStack() as stack:
                 if self._data is None:
                     self._data = await asyncio.to_thread(self._prepare_data)
-                self.path_map = PathMap(self._data_mount, str(self._data))
-                spec = self._rendered(self._data)
+                self.path_map = PathMap(self._data_mount, str(self._inner_data(self._data)))
+                spec = self._rendered(self._inner_data(self._data))
                 errlog = stack.enter_context(self._errlog())
                 if spec.transport == "stdio":
                     launch = self._launch_for(spec, self._data)
@@ -242,6 +297,7 @@ class ServerInstance:
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 self.tools = await self._list_all_tools(session)
+                await self._start_calls(session)
                 self._session = session
                 self._ready.set_result(None)
                 await self._stop.wait()
@@ -298,6 +354,17 @@ class ServerInstance:
             except OSError:
                 await asyncio.sleep(0.02)
 
+    async def _start_calls(self, session: ClientSession) -> None:
+        """The entry's ``start_calls``, in order; a failed one fails the start."""
+        for call in self.spec.start_calls:
+            tool, arguments = str(call.get("tool")), call.get("arguments")
+            arguments = self.path_map.to_real(arguments if isinstance(arguments, dict) else {})
+            result = await session.call_tool(tool, arguments)
+            if getattr(result, "is_error", False):
+                content = getattr(result, "content", None) or []
+                text = " ".join(str(getattr(b, "text", "")) for b in content)
+                raise ServerStartError(f"server {self.name!r}: start call {tool!r} failed: {text[:300]}")
+
     @staticmethod
     async def _list_all_tools(session: ClientSession) -> list[Tool]:
         tools: list[Tool] = []
@@ -315,6 +382,8 @@ class ServerInstance:
         if self._broken or self._session is None:
             raise TransportError(self._broken or f"server {self.name!r} is not running")
         session, generation = self._session, self._generation
+        if self.spec.results == "mcp-atlas" and (invalid := self._invalid(tool, arguments)):
+            return as_mcp_atlas(qualify(self.name, tool), [invalid], invalid, True), True
         try:
             result = await asyncio.wait_for(
                 session.call_tool(tool, self.path_map.to_real(arguments)), timeout_s
@@ -330,6 +399,8 @@ class ServerInstance:
                 raise TransportError(
                     self._mark_broken(generation, f"server {self.name!r} connection closed during {tool!r}")
                 ) from exc
+            if self.spec.results == "mcp-atlas":
+                return as_mcp_atlas(qualify(self.name, tool), [exc.message], exc.message, True), True
             return f"MCP error {exc.code}: {exc.message}", True
         except _transport_errors() as exc:
             message = f"server {self.name!r} transport failed during {tool!r}: {exc!r}"
@@ -339,7 +410,26 @@ class ServerInstance:
         for block in content:
             text = getattr(block, "text", None)
             parts.append(text if text is not None else f"[{getattr(block, 'type', 'content')} content]")
-        return self.path_map.to_virtual("\n".join(parts)), bool(getattr(result, "is_error", False))
+        text, is_error = self.path_map.to_virtual("\n".join(parts)), bool(getattr(result, "is_error", False))
+        if self.spec.results == "mcp-atlas":
+            return as_mcp_atlas(qualify(self.name, tool), parts, text, is_error), is_error
+        return text, is_error
+
+    def _invalid(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        """MCP-Atlas's stack checks arguments against the tool's input schema before calling it
+        (its fastmcp proxy's low-level server: ``jsonschema.validate``); the same message here."""
+        import jsonschema
+
+        schema = next((t.input_schema for t in self.tools if t.name == tool), None)
+        if not isinstance(schema, dict):
+            return None
+        try:
+            jsonschema.validate(instance=arguments, schema=schema)
+        except jsonschema.ValidationError as exc:
+            return f"Input validation error: {exc.message}"
+        except jsonschema.SchemaError:
+            return None
+        return None
 
     def _mark_broken(self, generation: int, message: str) -> str:
         """Record a failure of the session of ``generation`` (ignored once it was replaced)."""
@@ -359,6 +449,9 @@ class ServerInstance:
     async def stop(self) -> None:
         await self._halt()
         await asyncio.to_thread(shutil.rmtree, self._scratch, True)
+        if self._task_data is not None:
+            task_data, self._task_data = self._task_data, None
+            await asyncio.to_thread(task_data.release)
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:

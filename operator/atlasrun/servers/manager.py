@@ -8,6 +8,9 @@ process that keeps no state outside its data, given a fresh data copy between ta
 Stateless ones are pooled: one shared session per server for the whole run,
 restarted if it breaks. Every process runs confined by ``sandbox`` (servers/sandbox.py);
 a new manager first removes the scratch directories of runs that died (servers/scratch.py).
+
+``ServerManager`` is the ``local`` backend of ``spec.servers.backend``; ``ServerBackend`` is what
+the engine needs of any backend (the other: servers/remote.py, MCP-Atlas's agent-environment).
 """
 
 from __future__ import annotations
@@ -15,12 +18,32 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Protocol
 
-from atlasrun.servers.catalog import Catalog
+from atlasrun.servers.catalog import Catalog, ServerSpec
 from atlasrun.servers.instance import ServerInstance
 from atlasrun.servers.pool import FreshPool
 from atlasrun.servers.sandbox import Sandbox
-from atlasrun.servers.scratch import sweep_stale
+from atlasrun.servers.scratch import TaskData, sweep_stale
+
+
+class ServerBackend(Protocol):
+    """Where a run's server instances come from (runner/engine.py builds one per run)."""
+
+    def preflight(self, names: list[str]) -> None:
+        """Raise before any work if a named server may not run (``SandboxError``)."""
+
+    async def acquire(self, names: list[str]) -> dict[str, ServerInstance]:
+        """The instances one task uses, by server name (``ServerStartError`` if one is unavailable)."""
+
+    async def reacquire(self, name: str) -> ServerInstance:
+        """A working instance of a shared server whose transport failed."""
+
+    def release(self, instances: dict[str, ServerInstance]) -> None:
+        """The task is done with ``instances``."""
+
+    async def close(self) -> None:
+        """Stop everything the backend started (end of the run)."""
 
 
 class ServerManager:
@@ -54,7 +77,7 @@ class ServerManager:
         """Raise ``SandboxError`` before any work if a named server may not run here."""
         self.sandbox.check(*(self.catalog.get(name) for name in names))
 
-    def _new(self, name: str) -> ServerInstance:
+    def _new(self, name: str, task_data: TaskData | None = None) -> ServerInstance:
         return ServerInstance(
             self.catalog.get(name),
             self.data_dir,
@@ -62,14 +85,29 @@ class ServerManager:
             self.start_timeout_s,
             self.log_dir,
             self.sandbox,
+            task_data,
         )
 
-    async def _start(self, name: str) -> ServerInstance:
+    async def _start(self, name: str, task_data: TaskData | None = None) -> ServerInstance:
         async with self._spawn_slots:
-            return await self._new(name).start()
+            return await self._new(name, task_data).start()
+
+    async def _task_data(self, specs: list[ServerSpec]) -> TaskData | None:
+        """One fresh data copy for the task's ``data_scope: task`` servers (None if it has none)."""
+        scoped = [s for s in specs if s.data_scope == "task"]
+        if not scoped:
+            return None
+        mounted = self.sandbox.unavailable is None
+        shared = sorted({rel for s in scoped if s.mount_data and mounted for rel in s.shared_data})
+        task_data = TaskData(self.data_dir, shared)
+        task_data.hold()  # until every server of the task has it
+        await asyncio.to_thread(task_data.create)
+        return task_data
 
     def _strategy(self, name: str) -> str:
         spec = self.catalog.get(name)
+        if spec.data_scope == "task":
+            return "task"
         if not spec.stateful:
             return "shared"
         if self.fresh_override == "respawn":
@@ -83,8 +121,10 @@ class ServerManager:
             pool = self._fresh[name] = FreshPool(lambda: self._start(name), reuse=reuse)
         return pool
 
-    async def _fresh_instance(self, name: str) -> ServerInstance:
+    async def _fresh_instance(self, name: str, task_data: TaskData | None = None) -> ServerInstance:
         strategy = self._strategy(name)
+        if strategy == "task":
+            return await self._start(name, task_data)
         if strategy == "shared":
             return await self._pooled(name)
         if strategy == "respawn":
@@ -109,10 +149,15 @@ class ServerManager:
     async def acquire(self, names: list[str]) -> dict[str, ServerInstance]:
         """Start (or reuse) every named server concurrently; on any failure stop what started."""
         specs = [self.catalog.get(n) for n in names]
-        results = await asyncio.gather(
-            *(self._fresh_instance(s.name) for s in specs),
-            return_exceptions=True,
-        )
+        task_data = await self._task_data(specs)
+        try:
+            results = await asyncio.gather(
+                *(self._fresh_instance(s.name, task_data) for s in specs),
+                return_exceptions=True,
+            )
+        finally:
+            if task_data is not None:
+                task_data.release()  # its servers hold it now, and let go when they stop
         instances = {s.name: r for s, r in zip(specs, results, strict=False) if isinstance(r, ServerInstance)}
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
@@ -130,7 +175,7 @@ class ServerManager:
             strategy = self._strategy(instance.name)
             if strategy in ("prestart", "reuse-with-fresh-data"):
                 self._fresh_pool(instance.name).give_back(instance)
-            elif strategy == "respawn":
+            elif strategy in ("respawn", "task"):
                 task = asyncio.create_task(instance.stop())
                 self._stopping.add(task)
                 task.add_done_callback(self._stopping.discard)

@@ -12,9 +12,10 @@ that actually runs, whatever the launch strategy (fresh, pooled, stdio, HTTP):
   entry's ``read_only_paths``; a private ``/tmp``; its scratch directory read-write; its
   data directory read-write only when it is the server's own private copy
   (``isolate_data``), read-only otherwise. Paths keep their host names, so the catalog's
-  placeholders need no translation. ``--die-with-parent`` kills the whole sandbox when
-  the runner dies. A server that executes no code (``executes_code: false``) runs as PID 1 of
-  its namespace (``--as-pid-1``: one bwrap process per server; where this bwrap lacks the
+  placeholders need no translation, except the data root of a ``mount_data`` entry, which is
+  mounted where the model sees it (e.g. ``/data``), with its ``shared_data`` read-only over
+  it. ``--die-with-parent`` kills the whole sandbox when the runner dies. A server that
+  executes no code (``executes_code: false``) runs as PID 1 of its namespace (``--as-pid-1``: one bwrap process per server; where this bwrap lacks the
   option, under its reaper); a code-executing one keeps bwrap's reaper as PID 1 (then
   ``/proc/1/environ`` is that helper's, empty).
 - The environment holds only the entry's declared ``env`` and ``secrets`` plus PATH, HOME
@@ -74,12 +75,14 @@ class Dirs:
     data: Path
     data_writable: bool
     install: Path | None = None
+    mount: Path | None = None  # where ``data`` appears inside the sandbox (default: its host path)
+    shared: tuple[tuple[Path, Path], ...] = ()  # (host path, path inside): read-only binds over data
 
 
 @functools.cache
 def _probe(bwrap: str) -> str | None:
     """None if ``bwrap`` can create the namespaces we use here, else why not."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", *_system_binds(), "--", "/usr/bin/true"]
+    argv = [bwrap, "--unshare-all", "--die-with-parent", *system_binds(), "--", "/usr/bin/true"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={}, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -101,7 +104,7 @@ def _offers(bwrap: str, option: str) -> bool:
     return f"{option} " in proc.stdout + proc.stderr
 
 
-def _system_binds() -> list[str]:
+def system_binds() -> list[str]:
     argv = ["--ro-bind", "/usr", "/usr"]
     for name in _ROOT_LINKS:
         path = Path("/") / name
@@ -176,6 +179,9 @@ class Sandbox:
                 )
             inherited = {name: os.environ[name] for name in _SDK_DEFAULTS if name in os.environ}
             env = inherited | launch.env | _secrets(spec)
+            links = alias_dir(spec, dirs)
+            if links is not None:
+                env["PATH"] = f"{links}:{env.get('PATH', _SYSTEM_PATH)}"
             return _with_pdeathsig(Launch(launch.command, launch.args, env, launch.cwd))
         assert self.bwrap is not None
         env = sandbox_env(spec, launch.env, dirs)
@@ -185,12 +191,26 @@ class Sandbox:
         return Launch(self.bwrap, [*argv, launch.command, *launch.args], env, str(dirs.scratch))
 
 
+def alias_dir(spec: ServerSpec, dirs: Dirs) -> Path | None:
+    """A directory of links for the entry's ``path_aliases`` (in its scratch dir), or None."""
+    if not spec.path_aliases:
+        return None
+    links = dirs.scratch / ".bin"
+    links.mkdir(exist_ok=True)
+    for name, target in spec.path_aliases.items():
+        found = shutil.which(target, path=_SYSTEM_PATH)
+        if found and not (links / name).is_symlink():
+            (links / name).symlink_to(found)
+    return links
+
+
 def sandbox_env(spec: ServerSpec, declared: dict[str, str], dirs: Dirs) -> dict[str, str]:
     """Only what the entry declares (env, secrets) plus PATH, HOME and LANG."""
     path = _SYSTEM_PATH
+    bins = [alias_dir(spec, dirs)]
     if dirs.install is not None:
-        bins = [dirs.install / "bin", dirs.install / "node_modules" / ".bin"]
-        path = ":".join([*(str(b) for b in bins if b.is_dir()), path])
+        bins += [dirs.install / "bin", dirs.install / "node_modules" / ".bin"]
+    path = ":".join([*(str(b) for b in bins if b is not None and b.is_dir()), path])
     base = {"PATH": path, "HOME": str(dirs.scratch), "LANG": "C.UTF-8"}
     return base | declared | _secrets(spec)
 
@@ -210,7 +230,7 @@ def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str], as_pid_1: bool
         # server that runs a task's code keeps bwrap's reaper as PID 1, which reaps whatever
         # that code starts and leaves behind. Either way the namespace dies with its PID 1.
         argv.append("--as-pid-1")
-    argv += _system_binds()
+    argv += system_binds()
     for name in _ETC + (_ETC_NET if network else ()):
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     read_only = [Path(p) for p in spec.read_only_paths]
@@ -219,7 +239,9 @@ def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str], as_pid_1: bool
     for path in read_only:
         argv += ["--ro-bind-try", str(path), str(path)]
     argv += ["--bind", str(dirs.scratch), str(dirs.scratch)]
-    argv += ["--bind" if dirs.data_writable else "--ro-bind", str(dirs.data), str(dirs.data)]
+    argv += ["--bind" if dirs.data_writable else "--ro-bind", str(dirs.data), str(dirs.mount or dirs.data)]
+    for host, inside in dirs.shared:
+        argv += ["--ro-bind", str(host), str(inside)]
     for name in _SDK_DEFAULTS:
         if name not in env:
             argv += ["--unsetenv", name]

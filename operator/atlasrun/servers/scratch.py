@@ -115,20 +115,32 @@ class DataCopy:
     file on the same filesystem) has moved past every recorded change time.
     """
 
-    def __init__(self, source: Path, target: Path, clock: Path) -> None:
+    def __init__(self, source: Path, target: Path, clock: Path, shared: list[str] | None = None) -> None:
         self.source = source
         self.target = target
+        # Paths the copy leaves out (an empty directory stands in): mounted over it read-only.
+        self.shared = [rel.strip("/") for rel in shared or []]
         self._clock = clock
         self._record: dict[str, Stat] = {}
         self.copied = 0  # entries copied from the source over this copy's life (benchmarks, tests)
 
     def create(self) -> None:
         if self.source.exists():
-            shutil.copytree(self.source, self.target, symlinks=True)
+            shutil.copytree(self.source, self.target, symlinks=True, ignore=self._left_out)
+            for rel in self.shared:
+                if (self.source / rel).is_dir():
+                    (self.target / rel).mkdir(parents=True, exist_ok=True)
         else:
             self.target.mkdir()
         self._take_record()
         self.copied += len(self._record)
+
+    def _left_out(self, directory: str, names: list[str]) -> set[str]:
+        if not self.shared:
+            return set()
+        rel = Path(directory).relative_to(self.source).as_posix()
+        prefix = "" if rel == "." else f"{rel}/"
+        return {name for name in names if f"{prefix}{name}" in self.shared}
 
     def refresh(self) -> list[str]:
         """Undo what changed since the record was taken; returns the paths copied from the source."""
@@ -185,3 +197,26 @@ class DataCopy:
     def _clock_ns(self) -> int:
         self._clock.touch()  # sets its times to the filesystem's clock now
         return self._clock.stat().st_ctime_ns
+
+
+class TaskData:
+    """One fresh copy of a data root shared by the servers of one task (``data_scope: task``).
+
+    Each server holds it while it runs; the copy is removed when the last one lets go."""
+
+    def __init__(self, source: Path, shared: list[str]) -> None:
+        self.root = new_scratch("task")
+        self.path = self.root / "data"
+        self._copy = DataCopy(source, self.path, self.root / ".clock", shared)
+        self._users = 0
+
+    def create(self) -> None:
+        self._copy.create()
+
+    def hold(self) -> None:
+        self._users += 1
+
+    def release(self) -> None:
+        self._users -= 1
+        if self._users <= 0:
+            shutil.rmtree(self.root, ignore_errors=True)

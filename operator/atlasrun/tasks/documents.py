@@ -6,7 +6,9 @@
   that become gigabytes) or refer to themselves is refused before anything is built.
 - Nesting deeper than ``MAX_DEPTH`` (aliases expanded) is refused in YAML and JSON.
 - Plain YAML scalars in id and text fields keep their source text: ``id: 010`` is ``"010"``,
-  not 8, and ``id: NO`` is ``"NO"``, not False.
+  not 8, and ``id: NO`` is ``"NO"``, not False (a date-like ``id: 2024-02-30`` too).
+- Values PyYAML's constructors crash on (``!!int abc``, ``!!timestamp zzz``, ``2024-02-30``, an
+  integer of 4,301+ digits) are "not valid YAML" errors at their line, the value not echoed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ MAX_DEPTH = 64  # deeper than any task or run file needs; far below Python's rec
 MAX_EXPANSION = 10  # expanded nodes per written node, beyond a small allowance
 EXPANSION_ALLOWANCE = 100_000
 STR_TAG = "tag:yaml.org,2002:str"
-_COERCED_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
+_COERCED_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "timestamp")}
+
+_MAX_INT_BITS = 14_000  # about 4,300 decimal digits: Python's limit for int <-> str conversion
+_HUGE_INT = "an integer of more than 4,300 digits"
+_QUOTE_IT = "quote the value to keep it as text"
 
 # A path into a document: keys, or "*" for any list item / mapping value.
 Path = tuple[str, ...]
@@ -53,6 +59,23 @@ class _StrictLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        """A value PyYAML's constructors crash on (``!!int abc``, ``2024-02-30``, an integer of
+        4,301+ digits, ``!!bool maybe``) is a YAML error at its line; the value is not echoed."""
+        try:
+            value = super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, KeyError, AttributeError, TypeError, OverflowError) as exc:
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            what = _HUGE_INT if "4300 digits" in str(exc) else f"not a valid {tag}"
+            problem = f"{what}: {_QUOTE_IT}"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from exc
+        # 0x/0b/sexagesimal integers are built without the digit limit, but printing one fails
+        if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+            raise yaml.constructor.ConstructorError(None, None, f"{_HUGE_INT}: {_QUOTE_IT}", node.start_mark)
+        return value
 
 
 def _children(node: Node) -> list[Node]:

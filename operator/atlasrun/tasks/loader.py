@@ -26,6 +26,8 @@ from atlasrun.tasks.fields import (
     parse_openai_trajectory,
     parse_tool_list,
 )
+from atlasrun.tasks.files import TASK_FILE_LIMIT, check_user_file, read_user_file
+from atlasrun.tasks.hub import fetch_dataset, is_hub_source
 from atlasrun.tasks.model import Task
 
 ATLAS_COLUMNS = ("TASK", "PROMPT", "ENABLED_TOOLS", "GTFA_CLAIMS", "TRAJECTORY")
@@ -194,7 +196,7 @@ Row = dict[str, Any] | Unreadable
 
 def _csv_rows(path: Path) -> Iterator[tuple[str, Row]]:
     # Bad bytes stay in the text as surrogates, so one bad row is rejected by name, not the file.
-    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
+    text = _read(path).decode("utf-8-sig", errors="surrogateescape")
     csv.field_size_limit(sys.maxsize)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     while True:
@@ -236,7 +238,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, Row]]:
 
 
 def _jsonl_numbered(path: Path) -> Iterator[tuple[int, Row]]:
-    with path.open("rb") as fh:
+    with io.BytesIO(_read(path)) as fh:
         for number, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -260,12 +262,17 @@ def _parquet_rows(path: Path) -> Iterator[tuple[str, Row]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    check_user_file(path, "task file", TASK_FILE_LIMIT)  # before pyarrow opens it
     try:
         rows = pq.read_table(path).to_pylist()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InputError(f"not a readable Parquet file: {exc}", where=str(path)) from exc
     for number, row in enumerate(rows, start=1):  # Parquet has no lines: data rows count from 1
         yield f"row {number}", row if isinstance(row, dict) else Unreadable("row is not a record")
+
+
+def _read(path: Path) -> bytes:
+    return read_user_file(path, "task file", TASK_FILE_LIMIT)
 
 
 def read_rows(path: Path) -> Iterator[tuple[str, Row]]:
@@ -281,7 +288,7 @@ def read_rows(path: Path) -> Iterator[tuple[str, Row]]:
     elif suffix == ".parquet":
         yield from _parquet_rows(path)
     elif suffix in (".yaml", ".yml", ".json"):
-        text = decode(path.read_bytes(), str(path))
+        text = decode(_read(path), str(path))
         if suffix == ".json":
             doc = load_json(text, str(path))
             lines = json_item_lines(text)
@@ -308,22 +315,32 @@ def read_rows(path: Path) -> Iterator[tuple[str, Row]]:
 
 
 def load_tasks(path: str | Path) -> TaskSet:
+    """Tasks from a local file, or from a Hugging Face dataset (``hf://OWNER/NAME[@REVISION]``,
+    see ``atlasrun.tasks.hub``): its data files, downloaded once and cached, load as one file."""
+    if isinstance(path, str) and is_hub_source(path):
+        snapshot = fetch_dataset(path)
+        return _load_files([(f"{snapshot.label} {name}", local) for name, local in snapshot.files])
     source = Path(path)
     try:
-        if not source.exists():
+        if not source.is_symlink() and not source.exists():  # a symlink loop: check_user_file says so
             raise InputError("task file not found", where=str(source))
-        if not source.is_file():
-            raise InputError("not a file", where=str(source))
+        check_user_file(source, "task file", TASK_FILE_LIMIT)  # not a FIFO, device, directory; bounded
     except OSError as exc:  # e.g. a path longer than the file-name limit
         raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
+    return _load_files([(source.name, source)])
+
+
+def _load_files(sources: list[tuple[str, Path]]) -> TaskSet:
+    """Rows of each (name shown in messages, file), in order, as one task set (ids unique across)."""
     result = TaskSet()
     seen: dict[str, str] = {}
-    try:
-        rows = list(read_rows(source))
-    except OSError as exc:
-        raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
-    for location, row in rows:
-        where = f"{source.name} {location}"
+    rows: list[tuple[str, Row]] = []
+    for name, source in sources:
+        try:
+            rows += [(f"{name} {location}", row) for location, row in read_rows(source)]
+        except OSError as exc:
+            raise InputError(f"cannot read task file: {exc.strerror or exc}", where=str(source)) from exc
+    for where, row in rows:
         if isinstance(row, Unreadable):
             result.rejected.append(Rejection(where, row.field, row.message))
             continue
