@@ -184,17 +184,19 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
         ]
 
 
-async def _atlasrun_side(data: Path) -> list[str]:
-    """AtlasRun's side: the servers one task gets (one fresh /data copy they share)."""
+async def _atlasrun_side(data: Path, tasks: list[list[tuple[str, dict[str, Any]]]]) -> list[str]:
+    """AtlasRun's side: each task's calls on the servers a task gets (they share one fresh /data
+    copy), in order, as in a run."""
     manager = ServerManager(load_catalog("mcp-atlas"), data, "/data", 120, sandbox=Sandbox())
+    out: list[str] = []
     try:
-        instances = await manager.acquire(SERVERS)
-        out = []
-        for tool, arguments in CALLS:
-            server = _server_of(tool)
-            text, _ = await instances[server].call(tool[len(server) + 1 :], arguments, 120)
-            out.append(text)
-        manager.release(instances)
+        for calls in tasks:
+            instances = await manager.acquire(sorted({_server_of(tool) for tool, _ in calls}))
+            for tool, arguments in calls:
+                server = _server_of(tool)
+                text, _ = await instances[server].call(tool[len(server) + 1 :], arguments, 120)
+                out.append(text)
+            manager.release(instances)
         return out
     finally:
         await manager.close()
@@ -208,7 +210,7 @@ def test_mcp_atlas_catalog_matches_mcp_atlas_environment(
     reference: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = create_mcp_atlas_workspace(tmp_path / "data", log=lambda _: None).root
-    ours = asyncio.run(_atlasrun_side(data))
+    ours = asyncio.run(_atlasrun_side(data, [CALLS]))
     table: dict[str, Counter[str]] = {}
     unexplained = []
     for (tool, arguments), theirs, mine in zip(CALLS, reference, ours, strict=True):
@@ -265,9 +267,9 @@ def test_sample_tasks_reference_calls_match_mcp_atlas_environment(
             _harness_view(client.post(f"{env.url}/call-tool", json={"tool_name": n, "tool_args": a}))
             for _, n, a, _ in calls
         ]
-    ours = asyncio.run(
-        _sample_side(create_mcp_atlas_workspace(tmp_path / "data", log=lambda _: None).root, calls)
-    )
+    per_task = [[(n, a) for t, n, a, _ in calls if t == task] for task in OFFLINE_SAMPLE]
+    data = create_mcp_atlas_workspace(tmp_path / "data", log=lambda _: None).root
+    ours = asyncio.run(_atlasrun_side(data, per_task))
     drifted = same = 0
     unexplained = []
     for (task, name, arguments, recorded), a, b in zip(calls, theirs, ours, strict=True):
@@ -287,21 +289,3 @@ def test_sample_tasks_reference_calls_match_mcp_atlas_environment(
     assert not unexplained, f"{len(unexplained)} call(s) differ from MCP-Atlas's environment:\n" + "\n".join(
         unexplained
     )
-
-
-async def _sample_side(data: Path, calls: list[tuple[str, str, dict[str, Any], str | None]]) -> list[str]:
-    """AtlasRun's side: each task gets its own servers and fresh /data, as in a run."""
-    manager = ServerManager(load_catalog("mcp-atlas"), data, "/data", 120, sandbox=Sandbox())
-    out: list[str] = []
-    try:
-        for task in dict.fromkeys(t for t, _, _, _ in calls):
-            mine = [(n, a) for t, n, a, _ in calls if t == task]
-            instances = await manager.acquire(sorted({_server_of(n) for n, _ in mine}))
-            for name, arguments in mine:
-                server = _server_of(name)
-                text, _ = await instances[server].call(name[len(server) + 1 :], arguments, 120)
-                out.append(text)
-            manager.release(instances)
-        return out
-    finally:
-        await manager.close()
