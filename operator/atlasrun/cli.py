@@ -47,11 +47,23 @@ def apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
         raise InputError.from_validation(exc, where="command line (--model/--judge)") from exc
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """Each numeric flag as its run-file field would be checked (0 is a value, not "unset")."""
+    from atlasrun.runner.flags_check import check_flag
+    from atlasrun.runspec.run import ModelSpec, RunSpecBody, TasksSource
+
+    check_flag("--limit", getattr(args, "limit", None), TasksSource, "limit")
+    check_flag("--repeats", getattr(args, "repeats", None), RunSpecBody, "repeats")
+    check_flag("--parallelism", getattr(args, "parallelism", None), RunSpecBody, "parallelism")
+    check_flag("--max-concurrency", getattr(args, "max_concurrency", None), ModelSpec, "max_concurrency")
+
+
 def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     from atlasrun.runspec.run import JudgeSpec, ModelSpec, TasksSource
     from atlasrun.tasks.files import resolve_user_path
     from atlasrun.tasks.hub import is_hub_source
 
+    _check_flags(args)
     body = spec.spec
     if getattr(args, "catalog", None):
         from atlasrun.servers.catalog import is_builtin
@@ -73,33 +85,35 @@ def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
                 name=m,
                 api_base=args.api_base,
                 api_key_env=args.api_key_env,
-                max_concurrency=args.max_concurrency or 4,
+                max_concurrency=4 if args.max_concurrency is None else args.max_concurrency,
             )
             for m in dict.fromkeys(args.model)
         ]
-    if args.api_base or args.api_key_env or args.max_concurrency:
+    if args.api_base or args.api_key_env or args.max_concurrency is not None:
         for model in body.models:
             model.api_base = args.api_base or model.api_base
             model.api_key_env = args.api_key_env or model.api_key_env
-            model.max_concurrency = args.max_concurrency or model.max_concurrency
+            if args.max_concurrency is not None:
+                model.max_concurrency = args.max_concurrency
     if args.judge:
         body.judges = [
             JudgeSpec(name=j, api_base=args.judge_api_base, api_key_env=args.judge_api_key_env)
             for j in args.judge
         ]
-    if args.parallelism:
+    if args.parallelism is not None:
         body.parallelism = args.parallelism
-    if args.repeats:
+    if args.repeats is not None:
         body.repeats = args.repeats
     if args.task:
         body.tasks.ids = list(dict.fromkeys(args.task))
-    if args.limit:
+    if args.limit is not None:
         body.tasks.limit = args.limit
     return spec
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from atlasrun.errors import EXIT_BAD_INPUT
+    from atlasrun.runner.flags_check import check_data_dir, check_output_dir
     from atlasrun.runner.gates import parse_rate, run_verdict
     from atlasrun.runner.local import banner, format_table, output_dir, run_local
     from atlasrun.runner.plan import plan_run
@@ -108,6 +122,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     fail_under = parse_rate(args.fail_under) if args.fail_under is not None else None
     spec = apply_overrides(load_run_spec(args.run_file), args)
     out = output_dir(spec, args.out)
+    check_output_dir(out, "--out" if args.out else "spec.output.dir")
+    if args.data_dir:
+        check_data_dir(Path(args.data_dir), "--data-dir")
+    elif spec.spec.data_dir:
+        check_data_dir(spec.resolve(spec.spec.data_dir), "spec.dataDir")
     plan = plan_run(spec)
     for line in [f"rejected: {r}" for r in plan.rejected] + [f"error: {u}" for u in plan.unknown_ids]:
         print(line, file=sys.stderr)

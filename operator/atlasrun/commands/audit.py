@@ -32,9 +32,10 @@ from atlasrun.agent.transcript import CallRecord, Transcript
 from atlasrun.flags import CATALOG_HELP, UNSAFE_FLAG, UNSAFE_HELP
 from atlasrun.judge.deterministic import DeterministicJudge, key_facts, ungrounded
 from atlasrun.runner.engine import DETERMINISTIC, REPLAY, Engine
+from atlasrun.runner.flags_check import check_data_dir, check_flag, check_output_dir
 from atlasrun.runner.interrupt import run_interruptibly
 from atlasrun.runner.plan import Plan, plan_run
-from atlasrun.runspec.run import RunSpec
+from atlasrun.runspec.run import RunSpec, RunSpecBody
 from atlasrun.scoring.result import TaskResult
 from atlasrun.servers.catalog import is_builtin
 from atlasrun.servers.sandbox import Sandbox
@@ -230,6 +231,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         [s for item in args.servers_enabled for s in item.split(",") if s] if args.servers_enabled else None
     )
     tasks = args.tasks if is_hub_source(args.tasks) else Path(args.tasks)
+    check_flag("--parallelism", args.parallelism, RunSpecBody, "parallelism")
+    if args.data_dir:
+        check_data_dir(Path(args.data_dir), "--data-dir")
+    if args.out:
+        check_output_dir(Path(args.out))
     spec = audit_spec(tasks, enabled, args.parallelism, args.catalog)
     with tempfile.TemporaryDirectory(prefix="atlas-audit-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
