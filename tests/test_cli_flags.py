@@ -78,3 +78,11 @@ def test_audit_checks_its_flags_too(tmp_path: Path) -> None:
     done = atlas("audit", str(tasks), "--data-dir", str(tmp_path / "missing"))
     assert done.returncode == 2 and "--data-dir" in done.stderr and "no such directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_audit_of_a_run_file_says_it_takes_a_task_file() -> None:
+    done = atlas("audit", str(DEMO))
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(
+        f"error: {DEMO}: this is a run file, not a task file: give its task file (spec.tasks.path)"
+    )

@@ -100,6 +100,7 @@ from atlasrun.scoring.records import RecordVersionError
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.servers.catalog import Catalog
 from atlasrun.servers.selection import task_servers
+from atlasrun.tasks.files import TASK_FILE_LIMIT, read_user_file
 
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 SIDECAR_HOST = "127.0.0.1"
@@ -255,12 +256,7 @@ def fetch_tasks(inputs: Inputs, dest: Path) -> Inputs:
         return inputs
     if ref.path:
         path = Path(ref.path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(
-                f"cannot read the pinned task document: {exc.strerror or exc}", where=ref.path
-            ) from exc
+        data = read_user_file(path, "pinned task document", TASK_FILE_LIMIT)
     elif ref.uri:
         location = parse_s3_uri(ref.uri, "work unit tasks.uri")
         parent, _, key = location.prefix.rpartition("/")

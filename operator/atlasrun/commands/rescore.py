@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,17 +36,10 @@ from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.store import ResultsDir, slug
 from atlasrun.scoring.summary import SUMMARY_FILE, RunSummary
 from atlasrun.servers.catalog import load_catalog
+from atlasrun.tasks.files import read_json_mapping
 
 RECORD = "rescore.json"
 MAX_TASKS_IN_FLIGHT = 64  # tasks judged at once (each judge also caps its own concurrent calls)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def default_target(source: Path, judge: str) -> Path:
@@ -78,7 +70,7 @@ def rescore_spec(
 
 
 def _check_target(target: Path, record: dict[str, Any]) -> None:
-    previous = _read_json(target / RECORD)
+    previous = read_json_mapping(target / RECORD)
     if previous and previous != record:
         raise InputError(
             f"already holds a rescore of {previous.get('source')} with judge(s) "

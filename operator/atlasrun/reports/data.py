@@ -9,7 +9,6 @@ for the drill-down (prompt, claim verdicts, final answer, tool calls, diagnosis)
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +55,7 @@ from atlasrun.scoring.tool_metrics import (
     aggregate_tool_metrics,
     task_tool_metrics,
 )
+from atlasrun.tasks.files import read_json_mapping
 
 BREAKDOWNS: tuple[BreakdownKey, ...] = ("domain", "category", "server")
 # The drill-down's size budget in characters, markup included (estimated), over all rows and per row:
@@ -165,14 +165,6 @@ def clip(text: Any, limit: int) -> str:
     if len(value) <= limit:
         return value
     return f"{value[: max(limit, 0)]}… [{len(value) - limit:,} more chars]"
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return _dict(data)
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -317,7 +309,9 @@ def build_data(out: Path) -> ReportData:
     results = sorted(latest.values(), key=lambda r: (order.index(r.model), r.task_id, r.repeat))
     header = _header(out, results)
     diagnoses = DiagnosesLog(out).load()
-    diag_threshold = _read_json(out / SUMMARY_FILE).get("threshold")  # the threshold `atlas diagnose` used
+    diag_threshold = read_json_mapping(out / SUMMARY_FILE).get(
+        "threshold"
+    )  # the threshold `atlas diagnose` used
     fail_threshold = float(diag_threshold) if isinstance(diag_threshold, (int, float)) else header.threshold
     budget = max(ROW_BUDGET_MIN, min(ROW_BUDGET_MAX, DETAIL_BUDGET // max(len(results), 1)))
 

@@ -10,9 +10,11 @@ the path, never the file's contents.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from atlasrun.errors import InputError
 
@@ -95,3 +97,13 @@ def resolve_user_path(path: str | os.PathLike[str], what: str) -> Path:
     except (RuntimeError, OSError) as exc:
         message = f"cannot resolve the {what}: a symlink loop or an unreadable path"
         raise InputError(message, where=str(path)) from exc
+
+
+def read_json_mapping(path: str | os.PathLike[str], what: str = "results file") -> dict[str, Any]:
+    """A JSON object from a results directory's file; {} when it is missing, not a regular file
+    under the results limit, not JSON or not an object (callers treat that as "not written")."""
+    try:
+        data = json.loads(read_user_file(path, what, RESULTS_LIMIT))
+    except (InputError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -296,6 +296,11 @@ def read_rows(path: Path) -> Iterator[tuple[str, Row]]:
             doc, lines = load_yaml_with_lines(text, str(path), _TASK_TEXT_PATHS)
         items = doc.get("tasks") if isinstance(doc, dict) else doc
         if not isinstance(items, list):
+            if isinstance(doc, dict) and doc.get("kind") == "AtlasRun":
+                raise InputError(
+                    "this is a run file, not a task file: give its task file (spec.tasks.path)",
+                    where=str(path),
+                )
             raise InputError("expected a list of tasks or a mapping with 'tasks:'", where=str(path))
         if len(lines) != len(items):
             lines = []
