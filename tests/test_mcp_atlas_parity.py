@@ -26,6 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import mcp_atlas_env
+from atlasrun.naming import server_of
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.manager import ServerManager
 from atlasrun.servers.sandbox import Sandbox
@@ -191,19 +192,15 @@ async def _atlasrun_side(data: Path, tasks: list[list[tuple[str, dict[str, Any]]
     out: list[str] = []
     try:
         for calls in tasks:
-            instances = await manager.acquire(sorted({_server_of(tool) for tool, _ in calls}))
+            instances = await manager.acquire(sorted({server_of(tool) for tool, _ in calls}))
             for tool, arguments in calls:
-                server = _server_of(tool)
+                server = server_of(tool)
                 text, _ = await instances[server].call(tool[len(server) + 1 :], arguments, 120)
                 out.append(text)
             manager.release(instances)
         return out
     finally:
         await manager.close()
-
-
-def _server_of(tool: str) -> str:
-    return next(s for s in sorted(SERVERS, key=len, reverse=True) if tool.startswith(f"{s}_"))
 
 
 def test_mcp_atlas_catalog_matches_mcp_atlas_environment(
@@ -214,7 +211,7 @@ def test_mcp_atlas_catalog_matches_mcp_atlas_environment(
     table: dict[str, Counter[str]] = {}
     unexplained = []
     for (tool, arguments), theirs, mine in zip(CALLS, reference, ours, strict=True):
-        server = _server_of(tool)
+        server = server_of(tool)
         row = table.setdefault(server, Counter())
         row["calls"] += 1
         row["errors"] += theirs.startswith('{"detail":')
@@ -260,7 +257,7 @@ def test_sample_tasks_reference_calls_match_mcp_atlas_environment(
     mcp_atlas_env.build()
     tasks = {t.id: t for t in load_tasks(SAMPLE).tasks}
     calls = [(t, c.name, c.arguments, c.output) for t in OFFLINE_SAMPLE for c in tasks[t].reference_calls()]
-    servers = sorted({_server_of(name) for _, name, _, _ in calls})
+    servers = sorted({server_of(name) for _, name, _, _ in calls})
     data = mcp_atlas_env.fresh_data(tmp_path / "env")
     with mcp_atlas_env.running(servers, data) as env, httpx.Client(timeout=120) as client:
         theirs = [
