@@ -86,12 +86,15 @@ def content_key(target: str, python_base: str, node_base: str) -> str:
     files = [IMAGES / "build.sh", IMAGES / "context.py"]
     if target.startswith("mcp-"):
         files += [IMAGES / "mcp-server" / "Dockerfile", IMAGES / "mcp-server" / "sidecar.py"]
-        catalog = yaml.safe_load(context.CATALOG.read_text())
+        catalog, entry = context.sidecar_entry(target)
+        # The starter catalog's entries in file order (the keys of images built before mcp-atlas).
         entries = [
             e
-            for e in catalog["servers"]
-            if e["name"] == target.removeprefix("mcp-") or (e.get("package") or {}).get("name") == "mcp-proxy"
+            for e in context.load_catalog()
+            if (catalog == "starter" and e == entry) or (e.get("package") or {}).get("name") == "mcp-proxy"
         ]
+        if catalog != "starter":
+            entries.insert(0, {"catalog": catalog, **entry})
         h.update(json.dumps(entries, sort_keys=True, default=str).encode())
         version = tomllib.loads(context.PYPROJECT.read_text())["project"]["version"]
         h.update(f"{version}\0{node_base}".encode())
@@ -134,8 +137,11 @@ def ensure(targets: Iterable[str], environ: Mapping[str, str] = os.environ) -> d
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        for target in missing(targets, environ):
-            dest = archive_path(target, environ)
+        # Keys taken once, before building: sources edited during a build must not send the
+        # caller to an archive that was never built.
+        paths = {t: archive_path(t, environ) for t in targets}
+        for target in [t for t, path in paths.items() if not path.exists()]:
+            dest = paths[target]
             with tempfile.TemporaryDirectory(prefix="atlasrun-images-", dir=cache) as tmp:
                 env = {**environ, "PUSH": "0", "OUT_DIR": tmp, "LOCK": str(Path(tmp) / "images.lock")}
                 env.setdefault("CACHE_DIR", str(cache / "build"))
@@ -153,7 +159,7 @@ def ensure(targets: Iterable[str], environ: Mapping[str, str] = os.environ) -> d
                 dest.with_suffix(".json").write_text(json.dumps(provenance, indent=1))
                 (Path(tmp) / f"{target}.oci.tar").replace(dest)
                 _log(f"{target}: built in {time.monotonic() - t:.0f} s -> {dest}")
-        return {t: archive_path(t, environ) for t in targets}
+        return paths
 
 
 def push(target: str, archive: Path, registry: str, *, tls_verify: bool = True) -> str:
@@ -188,8 +194,9 @@ def pin(text: str, lock: Mapping[str, str]) -> str:
     """A manifest (YAML, several documents allowed) made ready for the cluster from the lock:
     every ``.../<target>@sha256:REPLACE_WITH_DIGEST`` becomes the lock's reference, and an
     AtlasRun's ``servers.enabled`` servers that have no ``servers.inline`` entry get one: their
-    built-in catalog entry with the image ``mcp-<server>`` from the lock and a port of its own
-    (9101, 9102, ... in ``enabled`` order)."""
+    entry in the run's built-in catalog (``servers.catalog``: starter unless it names another)
+    with that catalog's image (``mcp-<server>``, ``mcp-atlas-<server>``) from the lock and a port
+    of its own (9101, 9102, ... in ``enabled`` order)."""
 
     def ref(target: str) -> str:
         if target not in lock:
@@ -197,15 +204,21 @@ def pin(text: str, lock: Mapping[str, str]) -> str:
         return lock[target]
 
     docs = list(yaml.safe_load_all(PLACEHOLDER.sub(lambda m: ref(m["target"]), text)))
-    from atlasrun.servers.catalog import load_catalog  # the runner's own view of the catalog
+    from atlasrun.servers.catalog import is_builtin, load_catalog  # the runner's own view of the catalog
 
-    catalog = load_catalog().by_name()
     for doc in docs:
         servers = (
             ((doc or {}).get("spec") or {}).get("servers") if (doc or {}).get("kind") == "AtlasRun" else None
         )
         if not servers:
             continue
+        chosen = servers.get("catalog") or "starter"
+        if not is_builtin(chosen) or chosen not in context.TARGET_PREFIX:
+            raise context.ContextError(
+                f"servers.catalog: {chosen!r} is not a built-in catalog with images "
+                f"({', '.join(context.TARGET_PREFIX)}); a cluster run defines other servers in servers.inline"
+            )
+        catalog = load_catalog(chosen).by_name()
         inline = servers.setdefault("inline", [])
         used = {e.get("port") for e in inline}
         ports = (p for p in range(FIRST_SERVER_PORT, 65536) if p not in used)
@@ -214,10 +227,11 @@ def pin(text: str, lock: Mapping[str, str]) -> str:
                 continue
             if name not in catalog:
                 raise context.ContextError(
-                    f"servers.enabled names {name!r}, which the built-in catalog lacks"
+                    f"servers.enabled names {name!r}, which the built-in catalog {chosen!r} lacks"
                 )
             entry = catalog[name].model_dump(mode="json", by_alias=True, exclude_none=True)
-            inline.append({**entry, "image": ref(f"mcp-{name}"), "port": next(ports)})
+            image = ref(context.image_target(chosen, name))
+            inline.append({**entry, "image": image, "port": next(ports)})
     return yaml.safe_dump_all(docs, sort_keys=False, width=120)
 
 

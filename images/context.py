@@ -9,9 +9,12 @@ arguments of each image to ``<context>/build-args`` (``KEY=VALUE`` lines, one ``
 each).
 
 Targets: ``runner``, ``operator`` and ``mcp-<server>`` for every stdio server of
-operator/atlasrun/servers/catalog.yaml (the catalog pins each package's version). Usage::
+operator/atlasrun/servers/catalog.yaml (the catalog pins each package's version), plus
+``mcp-atlas-<server>`` for the servers of the built-in ``mcp-atlas`` catalog
+(catalog-mcp-atlas.yaml) that a registry package provides. Usage::
 
     python images/context.py targets                  # the default target list
+    python images/context.py targets mcp-atlas        # the mcp-atlas catalog's sidecar targets
     python images/context.py prepare TARGET DIR       # a complete build context
     python images/context.py wheels DIR REQ...        # only the wheel download step
     python images/context.py runner-requirements      # atlasrun[cluster] requirements
@@ -37,6 +40,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "images"
 CATALOG = ROOT / "operator" / "atlasrun" / "servers" / "catalog.yaml"
+# Built-in catalogs with sidecar images, by the target prefix of their servers' images
+# (the same names as atlasrun.servers.catalog.BUILTIN_CATALOGS; tests/test_images.py checks).
+CATALOGS = {"mcp-atlas": CATALOG.with_name("catalog-mcp-atlas.yaml"), "starter": CATALOG}
+TARGET_PREFIX = {"starter": "mcp-", "mcp-atlas": "mcp-atlas-"}
 PYPROJECT = ROOT / "pyproject.toml"
 LOCK = Path(os.environ.get("ATLAS_IMAGES_LOCK", IMAGES / "images.lock"))
 BASE_LOCK = IMAGES / "base-digests.lock"
@@ -146,12 +153,13 @@ def build_atlasrun_wheel(dest: Path) -> Path:
 # ---------------------------------------------------------------- the catalog
 
 
-def load_catalog() -> list[dict[str, Any]]:
-    return yaml.safe_load(CATALOG.read_text())["servers"]
+def load_catalog(name: str = "starter") -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = yaml.safe_load(CATALOGS[name].read_text())["servers"]
+    return entries
 
 
 def mcp_proxy_pin() -> dict[str, Any]:
-    """mcp-proxy's version and extras, as pinned by the catalog (calculator-http)."""
+    """mcp-proxy's version and extras, as pinned by the starter catalog (calculator-http)."""
     for entry in load_catalog():
         pkg = entry.get("package") or {}
         if pkg.get("manager") == "pip" and pkg.get("name") == "mcp-proxy":
@@ -160,26 +168,55 @@ def mcp_proxy_pin() -> dict[str, Any]:
     return MCP_PROXY
 
 
-def sidecar_servers() -> list[dict[str, Any]]:
-    """Catalog entries that get a sidecar image: stdio servers with a package."""
-    return [e for e in load_catalog() if e.get("transport", "stdio") == "stdio" and e.get("package")]
+def sidecar_servers(catalog: str = "starter") -> list[dict[str, Any]]:
+    """Catalog entries that get a sidecar image: stdio servers with a registry package (a package
+    built from source, or one no registry serves, has no image yet)."""
+    return [
+        e
+        for e in load_catalog(catalog)
+        if e.get("transport", "stdio") == "stdio"
+        and e.get("package")
+        and not e["package"].get("source")
+        and not e["package"].get("unavailable")
+    ]
+
+
+def image_target(catalog: str, server: str) -> str:
+    """The image target of a catalog's server: ``mcp-<server>`` (starter), ``mcp-atlas-<server>``."""
+    return TARGET_PREFIX[catalog] + server
+
+
+def sidecar_entry(target: str) -> tuple[str, dict[str, Any]]:
+    """(catalog name, entry) of a sidecar target; the longest prefix wins (``mcp-atlas-``)."""
+    for catalog, prefix in sorted(TARGET_PREFIX.items(), key=lambda kv: -len(kv[1])):
+        if target.startswith(prefix):
+            entries = {e["name"]: e for e in sidecar_servers(catalog)}
+            if target.removeprefix(prefix) in entries:
+                return catalog, entries[target.removeprefix(prefix)]
+    known = [image_target(c, e["name"]) for c in TARGET_PREFIX for e in sidecar_servers(c)]
+    raise ContextError(f"no sidecar target {target!r}; known: {', '.join(sorted(known))}")
 
 
 # Debian packages a server needs at run time beyond the Python base (name -> apt packages).
 # These come from the Debian mirror during the build (the one non-offline step).
 SYSTEM_PACKAGES = {"git": ["git"]}
+# Where a pip server's resolution pins (``exclude_newer``) travel into the build: the wheels
+# folder is copied to /build/wheels, and SERVER_EXTRA passes them to pip as constraints.
+CONSTRAINTS = "server-constraints.txt"
 
 
-def server_build_args(name: str) -> dict[str, str]:
-    entries = {e["name"]: e for e in sidecar_servers()}
-    if name not in entries:
-        raise ContextError(
-            f"no stdio server {name!r} with a package in {CATALOG}; known: {', '.join(sorted(entries))}"
-        )
-    entry = entries[name]
-    pkg = entry["package"]
+def server_build_args(target: str) -> dict[str, str]:
+    """The build args of a sidecar target (``mcp-<server>`` or ``mcp-atlas-<server>``); a bare
+    server name means the starter catalog's ``mcp-<server>``."""
+    if not target.startswith("mcp-"):
+        target = image_target("starter", target)
+    _, entry = sidecar_entry(target)
+    name, pkg = entry["name"], entry["package"]
     command = entry.get("command") or ""
     binary = pkg.get("bin") or Path(command).name or pkg["name"].rsplit("/", 1)[-1]
+    extra = list(pkg.get("extra", []))
+    if pkg.get("exclude_newer"):
+        extra += ["-c", f"/build/wheels/{CONSTRAINTS}"]
     proxy = mcp_proxy_pin()
     return {
         "SERVER_NAME": name,
@@ -187,7 +224,7 @@ def server_build_args(name: str) -> dict[str, str]:
         "SERVER_PACKAGE": pkg["name"],
         "SERVER_VERSION": str(pkg["version"]),
         "SERVER_BIN": binary,
-        "SERVER_EXTRA": " ".join(pkg.get("extra", [])),
+        "SERVER_EXTRA": " ".join(extra),
         "SERVER_ARGS": json.dumps(entry.get("args", [])),
         "SERVER_CWD": entry.get("cwd") or "{data_dir}",
         "SERVER_APT_PACKAGES": " ".join(SYSTEM_PACKAGES.get(name, [])),
@@ -196,11 +233,47 @@ def server_build_args(name: str) -> dict[str, str]:
     }
 
 
+def resolve_as_of(requirements: list[str], exclude_newer: str) -> list[str]:
+    """``requirements`` and their whole dependency tree pinned (``name==version``) as the registry
+    stood at ``exclude_newer``, for the images' platform: uv's resolver, as ``atlas servers
+    install`` resolves the same package on the host (``uv --exclude-newer``)."""
+    from uv import find_uv_bin
+
+    proc = subprocess.run(
+        [
+            str(find_uv_bin()),
+            "pip",
+            "compile",
+            "-",
+            "--quiet",
+            "--no-header",
+            "--no-annotate",
+            "--exclude-newer",
+            exclude_newer,
+            "--python-version",
+            PYTHON_VERSION,
+            "--python-platform",
+            f"{ARCH}-manylinux_2_{GLIBC_MINOR}",
+        ],
+        input="\n".join(requirements) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ContextError(
+            f"uv pip compile {' '.join(requirements)} (as of {exclude_newer}): {proc.stderr[-4000:]}"
+        )
+    return [line.strip() for line in proc.stdout.splitlines() if line.strip() and not line.startswith("#")]
+
+
 # ---------------------------------------------------------------- contexts
 
 
-def targets() -> list[str]:
-    return ["runner", "operator", *[f"mcp-{e['name']}" for e in sidecar_servers()]]
+def targets(catalog: str = "starter") -> list[str]:
+    """Every target of the starter catalog (the default), or a built-in catalog's sidecar targets."""
+    sidecars = [image_target(catalog, e["name"]) for e in sidecar_servers(catalog)]
+    return ["runner", "operator", *sidecars] if catalog == "starter" else sidecars
 
 
 def dockerfile(target: str) -> Path:
@@ -248,13 +321,21 @@ def prepare(target: str, ctx: Path) -> dict[str, str]:
         download_wheels(wheels, [f"{wheel}[cluster]"])
         args = {"ATLASRUN_VERSION": atlasrun_version()}
     else:
-        args = server_build_args(target.removeprefix("mcp-"))
+        args = server_build_args(target)
+        _, entry = sidecar_entry(target)
         proxy = [f"mcp-proxy=={args['MCP_PROXY_VERSION']}", *args["MCP_PROXY_EXTRA"].split()]
         download_wheels(wheels, proxy)
         if args["SERVER_MANAGER"] == "pip":
-            download_wheels(
-                wheels, [f"{args['SERVER_PACKAGE']}=={args['SERVER_VERSION']}", *args["SERVER_EXTRA"].split()]
-            )
+            wanted = [
+                f"{args['SERVER_PACKAGE']}=={args['SERVER_VERSION']}",
+                *entry["package"].get("extra", []),
+            ]
+            if as_of := entry["package"].get("exclude_newer"):
+                pins = resolve_as_of(wanted, as_of)
+                (wheels / CONSTRAINTS).write_text("".join(f"{p}\n" for p in pins))
+                download_wheels(wheels, ["--no-deps", *pins])
+            else:
+                download_wheels(wheels, wanted)
         else:
             _npm_cache(npm, args["SERVER_PACKAGE"], args["SERVER_VERSION"])
         shutil.copy2(IMAGES / "mcp-server" / "sidecar.py", ctx / "sidecar.py")
@@ -325,7 +406,7 @@ def catalog_images(path: Path = LOCK) -> dict[str, str]:
     return {
         name.removeprefix("mcp-"): ref
         for name, ref in read_lock(path)["images"].items()
-        if name.startswith("mcp-")
+        if name.startswith("mcp-") and not name.startswith(TARGET_PREFIX["mcp-atlas"])
     }
 
 
@@ -335,8 +416,10 @@ def main(argv: list[str]) -> int:
         return 2
     cmd, rest = argv[0], argv[1:]
     try:
-        if cmd == "targets":
-            print("\n".join(targets()))
+        if cmd == "targets" and len(rest) <= 1:
+            if rest and rest[0] not in TARGET_PREFIX:
+                raise ContextError(f"no built-in catalog {rest[0]!r}; known: {', '.join(TARGET_PREFIX)}")
+            print("\n".join(targets(*rest)))
         elif cmd == "dockerfile" and len(rest) == 1:
             print(dockerfile(rest[0]))
         elif cmd == "prepare" and len(rest) == 2:

@@ -165,6 +165,11 @@ CASES = [
     (
         "The cache hit ratio is 92%.",
         "Is the cache hit ratio 92%? I could not reach the metrics endpoint.",
+        "not_fulfilled",  # the question alone states nothing
+    ),
+    (
+        "The cache hit ratio is 92%.",
+        "Is the cache hit ratio 92%? Yes, as far as the dashboard shows.",
         "abstain:restated",
     ),
     ("The latest stable version is 4.2.1.", "The latest stable version might be 4.2.1.", "abstain:hedged"),

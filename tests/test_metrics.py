@@ -29,12 +29,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
 from atlasrun.cluster import usage
-from atlasrun.cluster.metrics import RUN_FAMILIES, Metrics, wilson
+from atlasrun.cluster.metrics import RUN_FAMILIES, Metrics
 from atlasrun.cluster.reconcile import JobObs, record
 from atlasrun.cluster.records import read_summary
 from atlasrun.cluster.runtask import compact, summary
 from atlasrun.provider import Endpoint, complete
 from atlasrun.scoring.result import ErrorKind, TaskResult
+from atlasrun.scoring.stats import wilson
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -314,13 +315,30 @@ def test_jobs_and_pods_by_state(exporter: Exporter) -> None:
     assert value(s, "atlasrun_pods", **labels, state="starting") == 1
 
 
-@pytest.mark.parametrize(
-    "passed,n,low,high",
-    # reference values: Wilson score interval, z = 1.96 (e.g. Newcombe 1998, table I)
-    [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (4, 4, 0.5101, 1.0)],
-)
-def test_wilson_interval(passed: int, n: int, low: float, high: float) -> None:
-    assert wilson(passed, n) == (pytest.approx(low, abs=1e-3), pytest.approx(high, abs=1e-3))
+def test_pass_rate_interval_counts_tasks_not_repeats(exporter: Exporter) -> None:
+    """The gauges use scoring.stats' one interval (Wilson, n = tasks): 9 of 9 items passed in a
+    3-repeat run are 3 tasks, [0.44, 1], not 9 independent items; 3 tasks at one repeat agree."""
+    labels = {"namespace": "ns", "model": "gpt"}
+    row = {"total": 9, "scored": 9, "passed": 9, "coverageSum": 9.0}
+    for name, repeats, status_row in (
+        ("r3", 3, row),
+        ("r1", 1, {"total": 3, "scored": 3, "passed": 3, "coverageSum": 3.0}),
+        ("counted", 3, {**row, "scored": 8, "passed": 8, "scoredTasks": 3}),  # one repeat errored
+    ):
+        run = run_object("ns", name, "Succeeded", {"gpt": status_row})
+        exporter.metrics.run_seen({**run, "spec": {"repeats": repeats}})
+    s = exporter.scrape()
+    low, high = wilson(1.0, 3)
+    assert low == pytest.approx(0.4385, abs=1e-4) and high == pytest.approx(1.0)
+    for name in ("r3", "r1", "counted"):
+        assert value(s, "atlasrun_pass_rate_ci95_lower", **labels, run=name) == pytest.approx(low, abs=1e-12)
+        assert value(s, "atlasrun_pass_rate_ci95_upper", **labels, run=name) == pytest.approx(high, abs=1e-12)
+    # without the run's repeats a status is read as one repeat per task
+    exporter.metrics.run_seen(run_object("ns", "bare", "Succeeded", {"gpt": row}))
+    bare = exporter.scrape()
+    assert value(bare, "atlasrun_pass_rate_ci95_lower", **labels, run="bare") == pytest.approx(
+        wilson(1.0, 9)[0]
+    )
 
 
 # ---------------------------------------------------------------- the README's table

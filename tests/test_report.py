@@ -311,7 +311,7 @@ def test_header_names_the_run_judges_and_threshold(page: str) -> None:
 
 def test_every_chart_is_inline_svg_and_nothing_is_fetched(page: str) -> None:
     svgs = re.findall(r"<svg[^>]*aria-label=\"([^\"]+)\"", page)
-    assert "Pass rate with 95% bootstrap CI" in svgs
+    assert "Pass rate with its 95% Wilson interval (n = tasks)" in svgs
     assert "Failure modes of diagnosed failures (share of primary mode)" in svgs
     assert "Latency vs pass rate" in svgs
     assert sum(label.startswith("Coverage histogram") for label in svgs) == len(MODELS)

@@ -13,7 +13,13 @@ import pytest
 import yaml
 
 from atlasrun.cluster.crd import build_crd
-from atlasrun.cluster.images import CATALOG_IN_CLUSTER, cluster_spec_problems, sidecar_servers
+from atlasrun.cluster.images import (
+    CATALOG_IN_CLUSTER,
+    CATALOG_IN_CLUSTER_RULE,
+    cluster_catalog,
+    cluster_spec_problems,
+    sidecar_servers,
+)
 from atlasrun.cluster.observe import _parse
 from atlasrun.cluster.runtask import Inputs, load_spec
 from atlasrun.runner.plan import build_catalog, plan_run
@@ -117,17 +123,18 @@ def test_a_server_without_an_image_is_no_sidecar_for_the_operator_nor_the_pod(tm
     assert ({t.id for t in plan.tasks}, {e.task.id for e in plan.excluded}) == operator_outcome(path)
 
 
-def test_servers_catalog_is_refused_for_a_cluster_run(tmp_path: Path) -> None:
+def test_a_catalog_file_is_refused_for_a_cluster_run_a_builtin_name_is_not(tmp_path: Path) -> None:
     body = RunSpecBody.model_validate(
         {"tasks": {"configMap": "tasks"}, "models": [{"name": "m"}], "servers": {"catalog": "extra.yaml"}}
     )
     assert cluster_spec_problems(body) == [CATALOG_IN_CLUSTER]
-    assert (
-        cluster_spec_problems(
-            body.model_copy(update={"servers": body.servers.model_copy(update={"catalog": None})})
-        )
-        == []
-    )
+    for builtin in (None, "starter", "mcp-atlas"):
+        named = body.model_copy(update={"servers": body.servers.model_copy(update={"catalog": builtin})})
+        assert cluster_spec_problems(named) == []
+    # The operator's catalog for a built-in name is that catalog (MCP-Atlas's memory pin, not ours).
+    atlas = body.model_copy(update={"servers": body.servers.model_copy(update={"catalog": "mcp-atlas"})})
+    assert cluster_catalog(atlas).get("memory").package.version == "2025.8.4"  # type: ignore[union-attr]
+    assert cluster_catalog(atlas).get("memory") != load_catalog().get("memory")
     # atlas validate names the field; the run is refused before any pod could exit 2 on it
     (tmp_path / "extra.yaml").write_text(yaml.safe_dump({"servers": []}))
     path = tmp_path / "cluster-run.yaml"
@@ -154,6 +161,34 @@ def test_servers_catalog_is_refused_for_a_cluster_run(tmp_path: Path) -> None:
     servers = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
         "properties"
     ]["servers"]
-    assert {"rule": "!has(self.catalog)", "message": CATALOG_IN_CLUSTER} in servers[
+    assert CATALOG_IN_CLUSTER_RULE == "!has(self.catalog) || self.catalog in ['starter', 'mcp-atlas']"
+    assert {"rule": CATALOG_IN_CLUSTER_RULE, "message": CATALOG_IN_CLUSTER} in servers[
         "x-kubernetes-validations"
     ]
+
+
+def test_a_sidecar_keeps_mcp_atlas_result_handling_and_leaves_the_data_to_the_sidecar() -> None:
+    """In a pod the sidecar sees the pod's own /data copy: the runner must not make a task data
+    copy or map paths for it (found on the node: '/data' became the runner's temp copy), while the
+    runner-side behaviour of an mcp-atlas entry (results as MCP-Atlas's stack, start calls) stays."""
+    from atlasrun.cluster.runtask import sidecar_catalog
+
+    catalog = load_catalog("mcp-atlas")
+    ported = catalog.merged(
+        [
+            catalog.get(n).model_copy(update={"port": 9100 + i})
+            for i, n in enumerate(["filesystem", "desktop-commander"])
+        ]
+    )
+    rewritten = sidecar_catalog(ported, ["filesystem", "desktop-commander"])
+    for name in ("filesystem", "desktop-commander"):
+        spec = rewritten.get(name)
+        assert (spec.transport, spec.url) == ("http", f"http://127.0.0.1:{ported.get(name).port}/mcp")
+        assert (spec.data_scope, spec.mount_data, spec.isolate_data, spec.shared_data) == (
+            "server",
+            False,
+            False,
+            [],
+        )
+        assert spec.results == "mcp-atlas"
+    assert rewritten.get("desktop-commander").start_calls == catalog.get("desktop-commander").start_calls

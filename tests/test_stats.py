@@ -1,10 +1,13 @@
-"""Statistics over task results, checked against hand-computed values; and `atlas compare` end to end."""
+"""Statistics over task results, checked against hand-computed and published values (the one interval
+method, McNemar's exact test, dropped tasks); and `atlas compare` end to end."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -18,13 +21,16 @@ from atlasrun.scoring.stats import (
     breakdown,
     common_tasks,
     coverage_ci,
+    dropped_tasks,
     mcnemar,
     paired_comparison,
     pass_at_k,
     pass_hat_k,
     pass_rate_ci,
     repeat_stats,
+    task_interval,
     threshold_pass_rates,
+    wilson,
 )
 from atlasrun.scoring.store import ResultsDir
 
@@ -65,35 +71,53 @@ def result(
     )
 
 
-# --- bootstrap CIs -------------------------------------------------------------------------------
+# --- intervals: Wilson over tasks ----------------------------------------------------------------
 
 
-def test_bootstrap_is_seeded_and_contains_the_point() -> None:
+@pytest.mark.parametrize(
+    "passed,n,low,high",
+    # reference values: Wilson score interval, z = 1.96 (Newcombe 1998, table I; 3/3 and 0/20 by hand)
+    [
+        (81, 263, 0.2553, 0.3662),
+        (15, 148, 0.0624, 0.1605),
+        (0, 20, 0.0, 0.1611),
+        (4, 4, 0.5101, 1.0),
+        (3, 3, 0.4385, 1.0),
+    ],
+)
+def test_wilson_reference_values(passed: int, n: int, low: float, high: float) -> None:
+    assert wilson(passed / n, n) == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
+
+
+def test_pass_rate_interval_is_wilson_over_tasks_and_deterministic() -> None:
     rows = [result(f"t{i}", 1.0 if i % 3 else 0.0) for i in range(30)]
-    first, again = pass_rate_ci(rows), pass_rate_ci(rows)
-    assert first is not None and first == again  # same seed, same interval
-    # Another seed draws other resamples (coverages are varied, so the percentiles move).
-    varied = [result(f"t{i}", (i * 7 % 30) / 29) for i in range(30)]
-    assert coverage_ci(varied) == coverage_ci(varied) != coverage_ci(varied, seed=1)
-    # 20 of 30 pass: point 2/3, inside a non-degenerate interval.
-    assert first.point == pytest.approx(20 / 30) and first.n == 30
-    assert first.low < first.point < first.high
-    assert first.half_width == pytest.approx((first.high - first.low) / 2)
+    ci = pass_rate_ci(rows)
+    # 20 of 30 pass: point 2/3, the Wilson interval at n = 30, the same for any line order.
+    assert ci is not None and ci.point == pytest.approx(20 / 30) and ci.n == 30
+    assert (ci.low, ci.high) == wilson(20 / 30, 30)
+    assert ci.low < ci.point < ci.high and ci.half_width == pytest.approx((ci.high - ci.low) / 2)
+    assert pass_rate_ci(list(reversed(rows))) == ci
 
 
-def test_bootstrap_width_shrinks_with_more_tasks() -> None:
+def test_interval_width_shrinks_with_more_tasks() -> None:
     small = pass_rate_ci([result(f"t{i}", float(i % 2)) for i in range(20)])
     large = pass_rate_ci([result(f"t{i}", float(i % 2)) for i in range(500)])
     assert small is not None and large is not None
     assert small.point == large.point == 0.5
-    # Half-width ~ 1.96 * sqrt(0.25 / n): about 0.22 for 20 tasks, 0.044 for 500.
+    # Half-width ~ 1.96 * sqrt(0.25 / n): about 0.21 for 20 tasks, 0.044 for 500.
     assert large.half_width < small.half_width / 3
-    assert 0.15 < small.half_width < 0.3 and 0.03 < large.half_width < 0.06
+    assert 0.19 < small.half_width < 0.22 and 0.04 < large.half_width < 0.05
 
 
-def test_bootstrap_degenerate_all_pass_is_one_one() -> None:
-    ci = pass_rate_ci([result(f"t{i}", 1.0) for i in range(10)])
-    assert ci is not None and (ci.point, ci.low, ci.high, ci.half_width) == (1.0, 1.0, 1.0, 0.0)
+def test_small_n_all_passed_is_not_certain() -> None:
+    """3 tasks, all passed: the interval is [0.44, 1], not the degenerate [1, 1] of a bootstrap."""
+    ci = pass_rate_ci([result(f"t{i}", 1.0) for i in range(3)])
+    assert ci is not None and ci.point == 1.0 and ci.high == pytest.approx(1.0)
+    assert ci.low == pytest.approx(0.4385, abs=1e-4)
+    two = pass_rate_ci([result("a", 0.0), result("b", 0.0)])
+    assert two is not None and two.low == 0.0 and two.high == pytest.approx(0.6576, abs=1e-4)
+    cov = coverage_ci([result(f"t{i}", 1.0) for i in range(3)])
+    assert cov is not None and (cov.low, cov.high) == (ci.low, ci.high)
 
 
 def test_only_scored_results_count_and_empty_is_none() -> None:
@@ -106,25 +130,36 @@ def test_only_scored_results_count_and_empty_is_none() -> None:
     ci = pass_rate_ci(rows)
     assert ci is not None and ci.point == 0.5 and ci.n == 2
     assert pass_rate_ci([result("c", None, status="error")]) is None
+    assert task_interval([]) is None and task_interval([[], []]) is None
     assert bootstrap_mean([]) is None
 
 
-def test_repeats_are_resampled_together_by_task() -> None:
-    # Task a: repeats pass, pass; task b: fail, pass. Pooled point = 3/4; 2 resampling units.
-    # Resamples can only be {a,a}=1, {a,b}=3/4, {b,b}=1/2, so the CI lies within [1/2, 1].
+def test_repeats_cluster_by_task() -> None:
+    # Task a: repeats pass, pass; task b: fail, pass. Pooled point 3/4 over n = 2 tasks, not 4 items.
     rows = [result("a", 1.0), result("a", 1.0, repeat=1), result("b", 0.0), result("b", 1.0, repeat=1)]
     ci = pass_rate_ci(rows)
     assert ci is not None and ci.point == 0.75 and ci.n == 2
-    assert 0.5 <= ci.low <= ci.high <= 1.0
+    assert (ci.low, ci.high) == wilson(0.75, 2)
+    # The same four verdicts as four independent tasks give a narrower interval.
+    independent = pass_rate_ci([result(f"t{i}", r.coverage) for i, r in enumerate(rows)])
+    assert independent is not None and independent.n == 4
+    assert independent.half_width < ci.half_width
+    # Ten repeats of three tasks, all passed: still n = 3, still [0.44, 1].
+    many = pass_rate_ci([result(f"t{t}", 1.0, repeat=r) for t in range(3) for r in range(10)])
+    assert many is not None and many.n == 3 and many.low == pytest.approx(0.4385, abs=1e-4)
+    cov = coverage_ci([result("a", 0.5), result("a", 1.0, repeat=1), result("b", 0.0)])
+    assert cov is not None and cov.n == 2 and cov.point == pytest.approx(0.5)
 
 
 def test_coverage_ci_and_threshold_pass_rates() -> None:
     rows = [result("a", 1.0), result("b", 0.8), result("c", 0.6), result("d", 0.2)]
     cov = coverage_ci(rows)
     assert cov is not None and cov.point == pytest.approx((1.0 + 0.8 + 0.6 + 0.2) / 4)  # 0.65
+    assert cov.n == 4 and (cov.low, cov.high) == wilson(0.65, 4)
     at = threshold_pass_rates(rows)
     # >= 0.5: a, b, c -> 3/4; >= 0.75: a, b -> 2/4; >= 0.9: a -> 1/4.
     assert {k: v.point for k, v in at.items() if v} == {"0.5": 0.75, "0.75": 0.5, "0.9": 0.25}
+    assert all(v is not None and (v.low, v.high) == wilson(v.point, 4) for v in at.values())
     # A coverage exactly at the threshold passes (same tolerance as score_claims).
     assert threshold_pass_rates([result("x", 0.75)], thresholds=(0.75,))["0.75"].point == 1.0  # type: ignore[union-attr]
 
@@ -197,24 +232,67 @@ def test_repeat_stats_average_over_tasks() -> None:
 # --- McNemar and paired comparison ---------------------------------------------------------------
 
 
+def exact_two_sided(b: int, c: int) -> float:
+    """The two-sided exact binomial p of McNemar's test, in exact fractions (the reference)."""
+    n = b + c
+    tail = sum(Fraction(math.comb(n, i), 2**n) for i in range(min(b, c) + 1))
+    return float(min(Fraction(1), 2 * tail))
+
+
 def test_mcnemar_exact_for_few_discordant_pairs() -> None:
     # b=1, c=6, n=7: P(X <= 1) = (C(7,0) + C(7,1)) / 2^7 = (1 + 7) / 128 = 0.0625; two-sided 0.125.
     test = mcnemar(1, 6)
-    assert test.method == "exact" and test.p_value == pytest.approx(0.125)
+    assert test.method == "exact binomial, two-sided" and test.p_value == pytest.approx(0.125)
     # b=c=3: the two-sided p caps at 1.
     assert mcnemar(3, 3).p_value == 1.0
     assert mcnemar(0, 0).p_value == 1.0
 
 
-def test_mcnemar_chi_square_for_many_discordant_pairs() -> None:
-    # b=30, c=10: chi2 = (|30 - 10| - 1)^2 / 40 = 361 / 40 = 9.025;
-    # P(chi2_1 > 9.025) = erfc(sqrt(9.025 / 2)) = 2 * (1 - Phi(3.0042)) ~= 0.00266 (table: 0.002663).
-    test = mcnemar(30, 10)
-    assert test.method == "chi2" and test.statistic == pytest.approx(9.025)
-    assert test.p_value == pytest.approx(0.002663, abs=2e-6)
-    # 25 discordant pairs is the switch point: b=20, c=5 -> (15 - 1)^2 / 25 = 7.84, p = 0.00511.
-    assert mcnemar(20, 5).method == "chi2" and mcnemar(20, 5).statistic == pytest.approx(7.84)
-    assert mcnemar(20, 5).p_value == pytest.approx(0.005110, abs=2e-6)
+@pytest.mark.parametrize("b,c", [(30, 10), (20, 5), (10, 30), (200, 170), (1500, 1400)])
+def test_mcnemar_is_exact_at_every_size(b: int, c: int) -> None:
+    """No chi-square switch: at 40 discordant pairs the continuity-corrected chi-square says
+    p = 0.00266 where the exact test says 0.00222."""
+    test = mcnemar(b, c)
+    assert test.method == "exact binomial, two-sided"
+    assert test.p_value == pytest.approx(exact_two_sided(b, c), rel=1e-12)
+    assert "statistic" not in test.model_dump()
+
+
+def test_dropped_tasks_say_why_the_other_side_has_no_score() -> None:
+    a = [
+        result("both", 1.0, model="A"),
+        result("b-errored", 1.0, model="A"),
+        result("b-excluded", 1.0, model="A"),
+        result("b-missing", 1.0, model="A"),
+        result("b-other-repeat", 1.0, model="A"),
+        result("a-errored", None, model="A", status="error"),
+        result("nobody", None, model="A", status="error"),
+    ]
+    b = [
+        result("both", 0.0, model="B"),
+        result("b-errored", None, model="B", status="error"),
+        result("b-excluded", None, model="B", status="excluded"),
+        result("b-other-repeat", 1.0, model="B", repeat=1),
+        result("a-errored", 1.0, model="B"),
+        result("a-missing", 1.0, model="B"),
+        result("nobody", None, model="B", status="error"),
+    ]
+    found = {(d.task, d.unscored_by, d.reason) for d in dropped_tasks(a, b)}
+    assert found == {
+        ("b-errored", "b", "error"),
+        ("b-excluded", "b", "excluded"),
+        ("b-missing", "b", "missing"),
+        ("b-other-repeat", "b", "other repeats"),
+        ("b-other-repeat", "a", "other repeats"),
+        ("a-errored", "a", "error"),
+        ("a-missing", "a", "missing"),
+    }
+    cmp = paired_comparison(a, b)
+    assert cmp is not None and cmp.tasks == 1 and len(cmp.dropped) == 7
+    assert cmp.dropped_by_reason == {
+        "a": {"error": 1, "missing": 1, "other repeats": 1},
+        "b": {"error": 1, "excluded": 1, "missing": 1, "other repeats": 1},
+    }
 
 
 def test_paired_comparison_on_shared_scored_tasks() -> None:
@@ -267,12 +345,12 @@ def test_mcnemar_aggregates_repeats_per_task() -> None:
     assert cmp is not None and (cmp.pairs, cmp.tasks) == (10, 5)
     # Task level: b=3, c=1, exact p = 2 * (C(4,0) + C(4,1)) / 2^4 = 0.625. Pairing by repeat would
     # count b=7, c=3 and treat dependent repeats as independent evidence.
-    assert (cmp.mcnemar.b, cmp.mcnemar.c, cmp.mcnemar.method) == (3, 1, "exact")
+    assert (cmp.mcnemar.b, cmp.mcnemar.c, cmp.mcnemar.method) == (3, 1, "exact binomial, two-sided")
     assert cmp.mcnemar.p_value == pytest.approx(0.625)
     assert "repeats aggregated" in cmp.mcnemar_unit
 
 
-def test_bootstrap_does_not_depend_on_line_order() -> None:
+def test_intervals_do_not_depend_on_line_order() -> None:
     a = [result(f"t{i}", 1.0 if i % 3 else 0.0, model="A") for i in range(12)]
     b = [result(f"t{i}", 1.0 if i % 2 else 0.5, model="B") for i in range(12)]
     shuffled_a, shuffled_b = a[5:] + a[:5], list(reversed(b))
@@ -362,23 +440,35 @@ def write_results(root: Path, rows: list[TaskResult]) -> Path:
 
 
 def test_atlas_compare_two_results_dirs(tmp_path: Path) -> None:
-    # A passes t0..t7 and fails t8, t9; B passes t0, t1 and t8 only; t10 only in A; t11 errored in B.
+    # A passes t0..t7 and fails t8, t9; B passes t0, t1 and t8 only; t10 only in A; t11 errored in B
+    # only (scored by neither: not a dropped task); A scored t12 and t13, which B errored and excluded.
     cov_a = [1.0] * 8 + [0.5, 0.0]
     cov_b = [1.0, 1.0] + [0.5] * 6 + [1.0, 0.0]
     out_a = write_results(
         tmp_path / "a",
         [result(f"t{i}", c, model="alpha") for i, c in enumerate(cov_a)]
-        + [result("t10", 1.0, model="alpha")],
+        + [result(t, 1.0, model="alpha") for t in ("t10", "t12", "t13")],
     )
     out_b = write_results(
         tmp_path / "b",
         [result(f"t{i}", c, model="beta") for i, c in enumerate(cov_b)]
-        + [result("t11", None, model="beta", status="error")],
+        + [
+            result("t11", None, model="beta", status="error"),
+            result("t12", None, model="beta", status="error"),
+            result("t13", None, model="beta", status="excluded"),
+        ],
     )
     proc = atlas("compare", str(out_a), str(out_b), "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["a"]["model"], doc["b"]["model"], doc["pairs"]) == ("alpha", "beta", 10)
+    assert doc["dropped_by_reason"] == {"b": {"error": 1, "excluded": 1, "missing": 1}}
+    assert [(d["task"], d["reason"]) for d in doc["dropped"]] == [
+        ("t10", "missing"),
+        ("t12", "error"),
+        ("t13", "excluded"),
+    ]
+    assert doc["mcnemar"]["method"] == "exact binomial, two-sided" and doc["differences"] == []
     # Pass: A 8/10, B 3/10, delta 0.5. Coverage: A 8.5/10 = 0.85, B 6/10 = 0.6, delta 0.25.
     assert (doc["pass_rate_a"], doc["pass_rate_b"]) == (0.8, 0.3)
     assert doc["pass_rate_diff"]["point"] == pytest.approx(0.5)
@@ -390,6 +480,11 @@ def test_atlas_compare_two_results_dirs(tmp_path: Path) -> None:
     table = atlas("compare", str(out_a), str(out_b))
     assert table.returncode == 0, table.stderr
     assert "paired tasks: 10" in table.stdout and "80.0%" in table.stdout and "30.0%" in table.stdout
+    assert (
+        "dropped tasks: 3 scored by one side only (not scored by B: 1 error, 1 excluded, 1 missing)"
+        in table.stdout
+    )
+    assert "McNemar (exact binomial, two-sided)" in table.stdout
     assert "+50.0 pp" in table.stdout and "b=6" in table.stdout and "c=1" in table.stdout
     assert "p=0.125" in table.stdout
 
@@ -426,3 +521,5 @@ def test_atlas_compare_two_models_of_one_dir_and_errors(
     assert code == 2 and "--model-a" in err
     code, _, err = compare(str(both), str(both), "--model-a", "alpha", "--model-b", "gamma")
     assert code == 2 and "no task scored by both" in err
+    # why: gamma has no record of t1 and t2, alpha none of t9
+    assert "not scored by A: 1 missing; not scored by B: 2 missing" in err

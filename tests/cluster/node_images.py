@@ -150,18 +150,19 @@ def build_env(*, with_node_base: bool = True) -> dict[str, str]:
 def ensure(targets: Iterable[str] = TARGETS) -> dict[str, Path]:
     """Build (once per content key, images/archives.py) and return target -> OCI archive."""
     targets = list(targets)
-    todo = missing(targets)
+    paths = {t: archive_path(t) for t in targets}  # keys taken once (see archives.ensure)
+    todo = [t for t, path in paths.items() if not path.exists()]
     if todo:
         if not shutil.which("buildah"):
             raise ImagesUnavailable("buildah is missing (make node installs it)")
         t = time.monotonic()
         env = build_env(with_node_base=any(t.startswith("mcp-") for t in todo))
         try:
-            archives.ensure(todo, env)
+            paths.update(archives.ensure(todo, env))
         except archives.BuildFailed as exc:
             raise ImagesUnavailable(str(exc)) from exc
         _log(f"built {', '.join(todo)} in {time.monotonic() - t:.0f} s")
-    return {t: archive_path(t) for t in targets}
+    return paths
 
 
 def main(argv: list[str]) -> int:

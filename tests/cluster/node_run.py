@@ -204,42 +204,50 @@ class NodeRunEnv:
     @contextmanager
     def operator(self, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
         """The operator as a host process (kopf), authenticated as the chart's ServiceAccount."""
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.operator_kubeconfig),
-            "ATLAS_S3_ENDPOINT": self.s3,
-            "ATLAS_METRICS_PORT": str(free_port()),
-            "ATLAS_MIN_PASS_INTERVAL": "0.5",
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
-            **extra_env,
-        }
-        log = self.node.workdir / "operator.log"
-        args = [sys.executable, "-m", "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator"]
-        with log.open("ab") as out:
-            proc = subprocess.Popen([*args, "--namespace", self.namespace], env=env, stdout=out, stderr=out)
-        try:
+        with host_operator(
+            self.node, self.api, self.operator_kubeconfig, self.s3, self.namespace, **extra_env
+        ) as proc:
             yield proc
-        finally:
-            # The test's runs go with it (the API server's garbage collector removes their Jobs and
-            # pods), so a failed test leaves no pods competing with the next one.
-            for run in (
-                self.api.get(f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns").json().get("items", [])
-            ):
-                self.api.delete(
-                    f"{GROUP_PATH}/namespaces/{self.namespace}/atlasruns/{run['metadata']['name']}"
-                )
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
     def s3_keys(self, prefix: str) -> list[str]:
         out = tenant.s3_client(self.s3).list_objects_v2(Bucket=tenant.BUCKET, Prefix=prefix)
         return [o["Key"] for o in out.get("Contents", [])]
+
+
+@contextmanager
+def host_operator(
+    node: Node, api: httpx.Client, kubeconfig: Path, s3: str, namespace: str, **extra_env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator as a host process (kopf) watching ``namespace``, authenticated by ``kubeconfig``
+    (the chart's ServiceAccount); its log appends to the node's ``operator.log``. On exit the
+    namespace's AtlasRuns are deleted (the garbage collector removes their Jobs and pods, so a failed
+    test leaves nothing competing with the next one) and the process is stopped."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "ATLAS_S3_ENDPOINT": s3,
+        "ATLAS_METRICS_PORT": str(free_port()),
+        "ATLAS_MIN_PASS_INTERVAL": "0.5",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+        **extra_env,
+    }
+    log = node.workdir / "operator.log"
+    args = [sys.executable, "-m", "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator"]
+    with log.open("ab") as out:
+        proc = subprocess.Popen([*args, "--namespace", namespace], env=env, stdout=out, stderr=out)
+    try:
+        yield proc
+    finally:
+        for run in api.get(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns").json().get("items", []):
+            api.delete(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns/{run['metadata']['name']}")
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _workspace_volume(cp: ControlPlane, node: Node, namespace: str) -> Path:

@@ -83,7 +83,7 @@ def test_secret_sentinel_never_reaches_status_events_objects_or_logs(env: dict[s
     assert leaks == [], f"the sentinel leaked into: {leaks}"
 
 
-def test_servers_catalog_is_refused_by_the_api_server(env: dict[str, Any]) -> None:
+def test_a_catalog_file_is_refused_by_the_api_server_a_builtin_name_is_not(env: dict[str, Any]) -> None:
     api, namespace = env["api"], env["namespace"]
     manifest = run_manifest("with-catalog", env["provider"].api_base, suspend=True)
     manifest["spec"]["servers"]["catalog"] = "my-servers.yaml"
@@ -91,3 +91,9 @@ def test_servers_catalog_is_refused_by_the_api_server(env: dict[str, Any]) -> No
     assert response.status_code == 422, response.text
     assert CATALOG_IN_CLUSTER in response.json()["message"], response.json()["message"]
     assert "spec.servers" in response.json()["message"]
+    # A built-in catalog by name is the operator's and the pods' own: accepted.
+    manifest["metadata"]["name"] = "with-builtin-catalog"
+    manifest["spec"]["servers"]["catalog"] = "mcp-atlas"
+    response = api.post(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns", json=manifest)
+    assert response.status_code == 201, response.text
+    api.delete(f"{GROUP_PATH}/namespaces/{namespace}/atlasruns/with-builtin-catalog")

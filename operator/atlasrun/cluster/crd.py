@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from atlasrun.cluster.contract import GROUP, KIND, PLURAL, SINGULAR, VERSION
-from atlasrun.cluster.images import BACKEND_IN_CLUSTER, CATALOG_IN_CLUSTER
+from atlasrun.cluster.images import BACKEND_IN_CLUSTER, CATALOG_IN_CLUSTER, CATALOG_IN_CLUSTER_RULE
 from atlasrun.cluster.records import RunStatus
 from atlasrun.runspec.run import RunSpecBody
 
@@ -97,7 +97,7 @@ _OVERLAY: dict[str, dict[str, Any]] = {
     "ServersSpec.inline": {"maxItems": MAX_INLINE_SERVERS},
     "ServersSpec": {
         "x-kubernetes-validations": [
-            {"rule": "!has(self.catalog)", "message": CATALOG_IN_CLUSTER},
+            {"rule": CATALOG_IN_CLUSTER_RULE, "message": CATALOG_IN_CLUSTER},
             {"rule": "!has(self.backend) || self.backend == 'local'", "message": BACKEND_IN_CLUSTER},
         ]
     },

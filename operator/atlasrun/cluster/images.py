@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from atlasrun.runspec.run import RunSpecBody
-from atlasrun.servers.catalog import Catalog, ServerSpec
+from atlasrun.servers.catalog import BUILTIN_CATALOGS, Catalog, ServerSpec, is_builtin, load_catalog
 from atlasrun.servers.selection import enabled_servers
 
 _DIGEST = re.compile(r"@(?P<algo>[a-z0-9]+(?:[.+_-][a-z0-9]+)*):(?P<hex>[0-9a-zA-Z=_-]+)$")
@@ -56,10 +56,22 @@ def sidecar_servers(body: RunSpecBody, catalog: Catalog) -> list[str]:
 
 
 CATALOG_IN_CLUSTER = (
-    "spec.servers.catalog: a catalog file is read from the machine running `atlas run`; the operator "
-    "and the pods cannot read it. In a cluster run, define the servers in spec.servers.inline "
-    "(the built-in mcp-atlas catalog runs locally only: its servers have no sidecar images yet)"
+    "spec.servers.catalog: in a cluster run only a built-in catalog by name ("
+    + ", ".join(BUILTIN_CATALOGS)
+    + "); a catalog file is read from the machine running `atlas run`, the operator and the pods "
+    "cannot read it: define those servers in spec.servers.inline"
 )
+# The CRD's CEL rule with the same meaning as ``cluster_spec_problems``' catalog check.
+CATALOG_IN_CLUSTER_RULE = (
+    "!has(self.catalog) || self.catalog in [" + ", ".join(f"'{name}'" for name in BUILTIN_CATALOGS) + "]"
+)
+
+
+def cluster_catalog(body: RunSpecBody) -> Catalog:
+    """A cluster run's servers: its built-in catalog (starter unless ``spec.servers.catalog`` names
+    another), ``servers.inline`` over it. A catalog file is refused before this (cluster_spec_problems)."""
+    catalog = load_catalog(body.servers.catalog if is_builtin(body.servers.catalog) else None)
+    return catalog.merged(body.servers.inline) if body.servers.inline else catalog
 
 
 BACKEND_IN_CLUSTER = (
@@ -73,7 +85,7 @@ def cluster_spec_problems(body: RunSpecBody) -> list[str]:
 
     The operator blocks such a run (InvalidSpec) before creating anything, ``atlas validate``
     reports it, and the CRD refuses it (a CEL rule with the same message)."""
-    problems = [CATALOG_IN_CLUSTER] if body.servers.catalog else []
+    problems = [CATALOG_IN_CLUSTER] if body.servers.catalog and not is_builtin(body.servers.catalog) else []
     if body.servers.backend != "local":
         problems.append(BACKEND_IN_CLUSTER)
     return problems

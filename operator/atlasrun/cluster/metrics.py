@@ -3,9 +3,10 @@
 Three sources, each the one place its numbers come from:
 
 - **The runs' status** (``run_seen``, on every watch event of a run and on our own status
-  writes): phase, Blocked reason, work items by outcome, pass rate with its 95% Wilson interval,
-  coverage, and the usage totals (``usage.py``: tokens, cost, provider retries and 429s, errors by
-  kind, tool errors by server). Counters among them (``*_total``) are the status' own totals, so
+  writes): phase, Blocked reason, work items by outcome, pass rate with its 95% interval (the
+  one method of ``scoring.stats``, as in summary.json and the report: Wilson, n = tasks),
+  coverage, and the usage totals (``usage.py``: tokens, cost, provider retries and 429s, errors
+  by kind, tool errors by server). Counters among them (``*_total``) are the status' own totals, so
   they survive an operator restart: a restarted operator lists the runs and exports the same
   values, and ``increase()`` sees no reset.
 - **The last observation of a run's Jobs** (``jobs_seen``): live Jobs and their pods.
@@ -41,11 +42,11 @@ from prometheus_client.registry import Collector
 from atlasrun import __version__
 from atlasrun.cluster.contract import BLOCKED, PHASES
 from atlasrun.cluster.usage import ModelUsage
+from atlasrun.scoring.stats import wilson
 
 RUN = ("namespace", "run")
 MODEL = (*RUN, "model")
 OUTCOMES = ("passed", "failed", "errored", "excluded")
-Z95 = 1.959964
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
 PASS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 WAIT_BUCKETS = (0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600)
@@ -61,15 +62,15 @@ class LiveJobs:
     pods_starting: int = 0  # active pods not ready yet (pulling, unschedulable, quota)
 
 
-def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95% by default)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = passed / n
-    denom = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, center - half), min(1.0, center + half)
+def scored_tasks(row: Mapping[str, Any], repeats: int) -> int:
+    """The n of a model's pass-rate interval: tasks with a scored item. A status that counts them
+    (``scoredTasks``) is used as is; otherwise they are the scored items over the run's repeats,
+    rounded up: exact when every scored task has all its repeats scored, and never more tasks
+    than there are (a smaller n only widens the interval)."""
+    counted = row.get("scoredTasks")
+    if isinstance(counted, int) and not isinstance(counted, bool) and counted > 0:
+        return counted
+    return math.ceil(_num(row.get("scored")) / max(1, repeats))
 
 
 class Metrics:
@@ -141,6 +142,7 @@ class Metrics:
                 "models": {
                     str(m): dict(v) for m, v in (status.get("models") or {}).items() if isinstance(v, dict)
                 },
+                "repeats": _repeats(run.get("spec")),
             }
 
     def run_deleted(self, namespace: str, run: str) -> None:
@@ -203,7 +205,7 @@ class Metrics:
             if view["blocked"]:
                 fam.gauge("atlasrun_run_blocked", [namespace, run, view["blocked"]], 1)
             for model, row in sorted(view["models"].items()):
-                _model_series(fam, [namespace, run, model], row)
+                _model_series(fam, [namespace, run, model], row, view["repeats"])
         for (namespace, run), view in sorted(runs.items()):
             observed = live.get((namespace, run), {})
             for model in sorted(set(view["models"]) | set(observed)):
@@ -216,7 +218,7 @@ class Metrics:
         yield from fam.all()
 
 
-def _model_series(fam: _Families, labels: list[str], row: Mapping[str, Any]) -> None:
+def _model_series(fam: _Families, labels: list[str], row: Mapping[str, Any], repeats: int) -> None:
     for outcome in OUTCOMES:
         fam.counter("atlasrun_items", [*labels, outcome], _num(row.get(outcome)))
     fam.gauge("atlasrun_items_planned", labels, _num(row.get("total")))
@@ -224,7 +226,7 @@ def _model_series(fam: _Families, labels: list[str], row: Mapping[str, Any]) -> 
     fam.gauge("atlasrun_items_running", labels, _num(row.get("running")))
     scored, passed = int(_num(row.get("scored"))), int(_num(row.get("passed")))
     if scored:
-        low, high = wilson(passed, scored)
+        low, high = wilson(passed / scored, scored_tasks(row, repeats))
         fam.gauge("atlasrun_pass_rate", labels, passed / scored)
         fam.gauge("atlasrun_pass_rate_ci95_lower", labels, low)
         fam.gauge("atlasrun_pass_rate_ci95_upper", labels, high)
@@ -241,6 +243,11 @@ def _model_series(fam: _Families, labels: list[str], row: Mapping[str, Any]) -> 
     for key, count in sorted(spent.tool_errors.items()):
         server, _, kind = key.partition("/")
         fam.counter("atlasrun_tool_errors", [*labels, server, kind or "tool_error"], count)
+
+
+def _repeats(spec: Any) -> int:
+    repeats = spec.get("repeats") if isinstance(spec, Mapping) else None
+    return repeats if isinstance(repeats, int) and not isinstance(repeats, bool) and repeats > 0 else 1
 
 
 def _num(value: Any) -> float:
@@ -271,8 +278,16 @@ RUN_FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
     ),
     "atlasrun_items_running": ("gauge", MODEL, "Work items whose pods run"),
     "atlasrun_pass_rate": ("gauge", MODEL, "Pass rate of the scored items"),
-    "atlasrun_pass_rate_ci95_lower": ("gauge", MODEL, "Lower bound of the pass rate's 95% Wilson interval"),
-    "atlasrun_pass_rate_ci95_upper": ("gauge", MODEL, "Upper bound of the pass rate's 95% Wilson interval"),
+    "atlasrun_pass_rate_ci95_lower": (
+        "gauge",
+        MODEL,
+        "Lower bound of the pass rate's 95% Wilson interval, n = tasks (as summary.json)",
+    ),
+    "atlasrun_pass_rate_ci95_upper": (
+        "gauge",
+        MODEL,
+        "Upper bound of the pass rate's 95% Wilson interval, n = tasks (as summary.json)",
+    ),
     "atlasrun_mean_coverage": ("gauge", MODEL, "Mean claims coverage of the scored items"),
     "atlasrun_tokens": (
         "counter",

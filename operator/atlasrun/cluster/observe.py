@@ -42,7 +42,7 @@ from atlasrun.cluster.contract import (
 )
 from atlasrun.cluster.egress import RunEgress, declared_egress
 from atlasrun.cluster.health import PodHealth
-from atlasrun.cluster.images import cluster_spec_problems, sidecar_servers, unpinned_images
+from atlasrun.cluster.images import cluster_catalog, cluster_spec_problems, sidecar_servers, unpinned_images
 from atlasrun.cluster.informer import Informers, complete
 from atlasrun.cluster.manifests import TASKS_DIR, label_value, run_labels
 from atlasrun.cluster.placement import chart_defaults
@@ -61,7 +61,7 @@ from atlasrun.cluster.records import TaskSummary, read_summary
 from atlasrun.cluster.store import S3Results, StoreError, parse_s3_uri, read_plan
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import Placement, RunSpecBody
-from atlasrun.servers.catalog import Catalog, load_catalog
+from atlasrun.servers.catalog import Catalog
 from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.loader import load_tasks
 from atlasrun.tasks.model import Task
@@ -217,8 +217,7 @@ class Observer:
             declared_egress(body, [], self.settings.s3_endpoint)
         except AtlasError as exc:
             return Snapshot(body=body, problems=(("InvalidSpec", str(exc)),), **base), ctx
-        catalog = load_catalog()
-        ctx.catalog = catalog = catalog.merged(body.servers.inline) if body.servers.inline else catalog
+        ctx.catalog = catalog = cluster_catalog(body)
         ctx.runner_image = body.cluster.runner_image or self.settings.runner_image
         if not ctx.runner_image:
             problem = ("NoRunnerImage", "set spec.cluster.runnerImage (or the operator's default)")

@@ -353,7 +353,13 @@ def sidecar_catalog(catalog: Catalog, needed: list[str]) -> Catalog:
                     "env": {},
                     "cwd": None,
                     "package": None,
+                    # The sidecar owns the data: it sees the pod's own copy at the data mount,
+                    # so the runner keeps no copy of its own and maps no paths.
                     "isolate_data": False,
+                    "data_scope": "server",
+                    "mount_data": False,
+                    "shared_data": [],
+                    "path_aliases": {},
                 }
             )
         )

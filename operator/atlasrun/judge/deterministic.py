@@ -23,6 +23,13 @@ agent the claim does not name, a bare number for a claim with a unit, a time who
 certain, a name given only in part, a hedge or a question in the sentence of the facts, facts not
 said with the claim's words, a claim without key facts and no decisive sentence, and text in a
 language the word lists do not cover.
+
+Every ``fulfilled`` then goes through ``judge.gate``, which reads the whole answer for what a pass
+needs besides the facts (no later revision, the facts said together and of the claim's relation,
+no negation, opposite word or hedge there) and abstains (or fails a revised value) otherwise. A
+claim figure not found where the answer gives other figures with the claim's words is not a decisive
+fail either (``gate.unreadable``: "400 GB of 500 GB" for 80%); a restated question with nothing
+else is.
 """
 
 from __future__ import annotations
@@ -36,12 +43,13 @@ from atlasrun.judge.evidence import (
     attached,
     clauses,
     foreign,
+    in_context,
     sentence_at,
     sentences,
     stems_of,
-    with_header,
 )
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts, read, stem
+from atlasrun.judge.gate import doubt, unreadable
 from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, REFUSALS, STOPWORDS
 from atlasrun.judge.matching import Tally, claim_stems, tally_facts
 from atlasrun.judge.roles import agent_check, role_conflict
@@ -53,6 +61,12 @@ _NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|zero|0|\w+n't
 _HEDGE_PHRASES = re.compile(
     r"\b(?:not sure|not certain|could(?: not|n't) (?:verify|confirm)|cannot confirm|can't confirm)\b"
 )
+# Not knowing is not denying: "could not retrieve the version" negates nothing the claim says.
+_UNABLE = re.compile(
+    r"\b(?:could(?: not|n't)|cannot|can't|(?:was |were )?unable to) "
+    r"(?:retrieve|find|get|access|determine|load|read|open|reach|fetch|check|look up)\b"
+)
+_AFFIRMS = re.compile(r"\b(?:yes|yep|correct|right|indeed|confirmed|that's it|exactly)\b", re.I)
 _CLAUSE_BREAK = {".", ",", ";", ":", "!", "?", "but", "though", "although", "however", "while"}
 _RELATION_SHARE = 0.5  # of the claim's content words, said in the sentences of its facts
 
@@ -91,7 +105,7 @@ def _negations(text: str, terms: set[str], counts: bool = True) -> list[tuple[st
     "0 failed" and "zero errors" negate too; not for a claim with figures, compared as figures)."""
     found: list[tuple[str, Span]] = []
     for span in sentences(text):
-        sentence = _HEDGE_PHRASES.sub(" hedge ", text[span[0] : span[1]].lower())
+        sentence = _UNABLE.sub(" unable ", _HEDGE_PHRASES.sub(" hedge ", text[span[0] : span[1]].lower()))
         tokens = re.findall(r"[\w'./#-]+|[.,;:!?]", sentence)
         for i, token in enumerate(tokens):
             if not _NEGATION.match(token) or (not counts and token in ("0", "zero")):
@@ -201,7 +215,9 @@ class _Evidence:
         spans = sentences(answer.text)
         self.answer = answer
         self.spans = {sentence_at(spans, s) for s, _, _ in tally.hits}
-        self.sentences = sorted({with_header(answer.text, sentence_at(spans, s)) for s, _, _ in tally.hits})
+        self.sentences = sorted(
+            {in_context(answer.text, spans, spans.index(sentence_at(spans, s))) for s, _, _ in tally.hits}
+        )
         self.long = len(spans) > 1  # several sentences: facts may sit apart from the claim's words
         self.roles_agree = False  # the answer gives the claim's verb to the claim's agent
         self.outdone = _outdone(claim, tally, answer.text, spans)
@@ -238,6 +254,13 @@ class DeterministicJudge:
 
     def judge_sync(self, claim: str, response: str) -> ClaimVerdict:
         outcome = self._verdict(claim, response)
+        if isinstance(outcome, tuple) and outcome[0] == "fulfilled":  # a pass must survive the gate
+            claim_facts, answer = read(claim, claim=True), read(response)
+            doubted = doubt(claim_facts, answer, tally_facts(claim_facts, answer))
+            if isinstance(doubted, tuple):
+                outcome = doubted[0], f"{doubted[1]}; {outcome[1]}"
+            elif doubted is not None:
+                outcome = Abstention(kind=doubted.kind, reason=f"{doubted.reason}; {outcome[1]}")
         if isinstance(outcome, Abstention):
             return ClaimVerdict.abstained(claim, outcome.kind, outcome.reason)
         return ClaimVerdict.labelled(claim, outcome[0], outcome[1], 1.0)
@@ -257,7 +280,8 @@ class DeterministicJudge:
         if tally.dumps:
             return "not_fulfilled", f"{', '.join(tally.dumps)} only in a list of candidate values; {summary}"
         refusal = _cue(_HEDGE_PHRASES.sub(" ", answer.text.lower()), _REFUSAL_CUES)
-        if refusal and (tally.missing or not tally.facts):
+        answered = any(k in ("quantity", "date", "time") for _, _, k in tally.hits)  # a value, not a subject
+        if refusal and (tally.missing or not tally.facts) and not answered:
             return "not_fulfilled", f"answer refuses or reports a failure ('{refusal}'); {summary}"
         evidence = _Evidence(claim, answer, tally)
         terms = _claim_terms(claim)
@@ -294,6 +318,9 @@ class DeterministicJudge:
 
 def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str) -> Outcome:
     if not tally.matched or (tally.missing and len(tally.matched) == len(tally.undecided)):
+        derived = unreadable(claim, evidence.answer, tally)
+        if derived:
+            return Abstention(kind="unit", reason=f"{derived}; {summary}")
         return "not_fulfilled", summary  # nothing found for sure (an uncertain match cannot lift it)
     unpaired = _unpaired(claim, tally, evidence.answer)
     if unpaired:
@@ -306,8 +333,10 @@ def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str) -
             reason=f"another value for the same quantity: {'; '.join(tally.candidates[:3])}",
         )
     if evidence.all_asking():
+        if not _AFFIRMS.search(evidence.answer.text):  # nothing but the question: nothing stated
+            return "not_fulfilled", f"the facts appear only in a question or its restatement; {summary}"
         return Abstention(
-            kind="restated", reason=f"the facts appear only in a question or its restatement; {summary}"
+            kind="restated", reason=f"the facts appear only in a question, then an affirmation; {summary}"
         )
     hedge = evidence.hedge()
     if hedge:

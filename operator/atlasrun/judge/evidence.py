@@ -56,6 +56,28 @@ def with_header(text: str, span: Span) -> str:
     return (text[start : colon + 1] + " " if colon >= 0 else "") + text[span[0] : span[1]]
 
 
+_PRONOUN_START = re.compile(r"^\W*(?:it|this|that|these|they|he|she|its|their|his|her)\b", re.I)
+
+
+def in_context(text: str, spans: list[Span], i: int) -> str:
+    """A sentence with what it continues: its list header, a table's header row, the sentence before
+    when it opens with a pronoun ("It was authored by ...")."""
+    span = spans[i]
+    said = with_header(text, span)
+    line_start = text.rfind("\n", 0, span[0]) + 1
+    if text[line_start : span[1]].lstrip().startswith("|"):
+        header = line_start
+        while header > 0:
+            above = text.rfind("\n", 0, header - 1) + 1
+            if not text[above:header].lstrip().startswith("|"):
+                break
+            header = above
+        said = text[header : text.find("\n", header) if "\n" in text[header:] else len(text)] + " " + said
+    if i and _PRONOUN_START.match(text[span[0] : span[1]]):
+        said = text[spans[i - 1][0] : spans[i - 1][1]] + " " + said
+    return said
+
+
 def asks(text: str, span: Span) -> bool:
     """The sentence asks or reports the question rather than answering it."""
     sentence = text[span[0] : span[1]].strip()

@@ -28,6 +28,7 @@ from atlasrun.judge.lexicon import (
     UNITS,
     WEEKDAYS,
 )
+from atlasrun.judge.numerals import text_locale
 from atlasrun.judge.zones import zone_at
 
 NUMBER_TOLERANCE = 0.05  # relative
@@ -53,6 +54,7 @@ class Date:
     day: int | None
     text: str
     start: int
+    swappable: bool = False  # 04/03/2025: day and month may be either way round
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Facts:
     words: list[str] = field(default_factory=list)  # lower-case word tokens of the whole text
     content: list[str] = field(default_factory=list)  # stems of the remaining content words
     residual: str = ""  # the text with dates, times, ids and quantities blanked
+    locale: str | None = None  # how the text as written groups and points its figures, if it shows
 
 
 def normalize(text: str) -> str:
@@ -149,7 +152,7 @@ _NOT_ID = re.compile(
     re.I,
 )
 _NUMBER = re.compile(
-    r"(?<![\w.#/])(-)?([$€£])?\s?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?: \d{3})+(?!\d|\.\d)|\d+(?:\.\d+)?|\.\d+)"
+    r"(?<![\w.#/])(-(?=[$€£]?\d))?([$€£])?\s?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?: \d{3})+(?!\d|\.\d)|\d+(?:\.\d+)?|\.\d+)"
 )
 _UNIT_WORD = re.compile(r"\s?(°\s?[cf]\b|[a-z%]+(?:\s(?:cent|points?|celsius|fahrenheit))?)", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'&-]*")
@@ -180,7 +183,8 @@ def _dates(text: str) -> tuple[list[Date], str]:
                 continue
             if not 1 <= month <= 12 or (day is not None and not 1 <= day <= 31):
                 continue
-            found.append(Date(year, month, day, m.group(0), m.start()))
+            swappable = kind == "dmy/" and "/" in m.group(0) and day != month and max(day or 0, month) <= 12
+            found.append(Date(year, month, day, m.group(0), m.start(), swappable))
             text = _blank(text, m.start(), m.end())
     return found, text
 
@@ -221,16 +225,32 @@ def _zoned(minutes: int, m: re.Match[str], text: str) -> Time:
 _GROUPED_DECIMAL_COMMA = re.compile(r"(?<![\w.,'/:-])(\d{1,3}(?:([. '])\d{3})(?:\2\d{3})*),(\d+)(?![\d,])")
 _APOSTROPHE_THOUSANDS = re.compile(r"(?<![\d.,'])(\d{1,3}(?:'\d{3})+)(?![\d'])")
 _DECIMAL_COMMA = re.compile(r"(?<![\w.,/:-])(\d+),(\d{1,2}|\d{4,})(?![\d,])")  # not in CSV rows or dates
-_DOT_THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3}){2,})(?![\d.,])")
+_DOT_THOUSANDS = re.compile(r"(?<![\w.,])(\d{1,3}(?:\.\d{3}){2,})(?![\d.,])")
+
+
+_COMPOUND_DURATION = re.compile(
+    r"\b(\d{1,3})\s?(?:h|hrs?|hours?)\s?(?:and\s)?(\d{1,2})\s?(?:m|mins?|minutes?)\b", re.I
+)
+
+
+def _durations(text: str) -> str:
+    """ "1h 30m", "2 hours 15 minutes": one figure in minutes, in the same place (positions kept)."""
+
+    def total(m: re.Match[str]) -> str:
+        figure = f"{int(m.group(1)) * 60 + int(m.group(2))} min"
+        return figure.ljust(len(m.group(0))) if len(figure) <= len(m.group(0)) else m.group(0)
+
+    return _COMPOUND_DURATION.sub(total, text)
 
 
 def _delocalize(text: str) -> str:
     text = _GROUPED_DECIMAL_COMMA.sub(lambda m: re.sub(r"\D", "", m.group(1)) + "." + m.group(3), text)
     text = _APOSTROPHE_THOUSANDS.sub(lambda m: m.group(1).replace("'", ""), text)
-    european = bool(_DECIMAL_COMMA.search(text))
     text = _DECIMAL_COMMA.sub(r"\1.\2", text)
-    if european:  # 1.234.567 in a text that writes decimals with a comma
-        text = _DOT_THOUSANDS.sub(lambda m: m.group(1).replace(".", ""), text)
+    # 1.234.567: thousands in any text (never a decimal), but not an IPv4 address or a version
+    text = _DOT_THOUSANDS.sub(
+        lambda m: m.group(1) if m.group(1).count(".") == 3 else m.group(1).replace(".", ""), text
+    )
     return text
 
 
@@ -419,7 +439,8 @@ def read(text: str, *, claim: bool = False) -> Facts:
 
 def _read(text: str, claim: bool) -> Facts:
     facts = Facts(text=normalize(text))
-    work = facts.text = _delocalize(facts.text)  # every position below is in this text
+    facts.locale = text_locale(facts.text)
+    work = facts.text = _durations(_delocalize(facts.text))  # every position below is in this text
     if claim:  # a quoted phrase in a claim must appear as written; an answer's quotes are just text
         for m in _QUOTED.finditer(work):
             facts.quoted.append(m.group(1).strip().lower())

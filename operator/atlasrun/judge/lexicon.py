@@ -123,7 +123,18 @@ CURRENCIES = {
     "cad": "CAD",
     "aud": "AUD",
 }
-SCALES = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "million": 1e6, "b": 1e9, "bn": 1e9, "billion": 1e9}
+SCALES = {
+    "k": 1e3,
+    "thousand": 1e3,
+    "m": 1e6,
+    "mn": 1e6,
+    "million": 1e6,
+    "b": 1e9,
+    "bn": 1e9,
+    "billion": 1e9,
+    "mio": 1e6,  # German and French: Mio., Mrd.
+    "mrd": 1e9,
+}
 PERCENT_UNITS = ("%", "percent", "per cent", "percentage points", "percentage point", "points", "pp")
 
 MONTHS = {
@@ -232,6 +243,33 @@ HEDGES = (
     "either",
     "unverified",
     "uncertain",
+    "likely",
+    "unlikely",
+    "appears to",
+    "appear to",
+    "appeared to",
+    "looks like",
+    "presumably",
+    "i assume",
+    "assuming",
+    "i guess",
+    "could be",
+    "may have",
+    "might have",
+    "not confirmed",
+    "unconfirmed",
+    "tentative",
+    "if i recall",
+    "as far as i can tell",
+    "i suspect",
+    "best guess",
+    "my guess",
+    "i'd guess",
+    "i would guess",
+    "i estimate",
+    "if i'm not mistaken",
+    "not 100% sure",
+    "hard to say",
 )
 # Refusals and failures: no fact can be credited to an answer made of these alone.
 REFUSALS = (

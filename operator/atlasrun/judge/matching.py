@@ -7,13 +7,16 @@ with a unit unless the unit is named in the same sentence; a currency must agree
 zone is compared in UTC; a multi-word name needs all its words; a commit-hash prefix of 7+ hex
 characters meets the full hash. A matched value is also checked against every other value for the
 *same* quantity in the answer (same kind, and attached to no word the claim lacks): after a
-self-correction cue it is contradicted, otherwise it is a contradiction candidate.
+self-correction cue it is contradicted, otherwise it is a contradiction candidate. A figure that
+reads both ways (12.500) is read as the answer's own figures say (``judge.numerals``), a slash date
+with day and month both <= 12 either way round; either, when nothing says which, is not comparable.
+Another value contradicts only when it is a value of the same thing (``same_thing``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from atlasrun.judge.base import AbstentionKind
 from atlasrun.judge.evidence import (
@@ -27,6 +30,7 @@ from atlasrun.judge.evidence import (
 )
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Date, Facts, Quantity, Time, stem
 from atlasrun.judge.lexicon import UNITS
+from atlasrun.judge.numerals import ambiguous, as_thousands
 
 _CUE_STEMS = {
     stem(w) for w in ("actually", "correction", "wait", "sorry", "mean", "meant", "corrected", "fact")
@@ -126,7 +130,8 @@ def date_same(a: Date, b: Date) -> bool:
 
 
 def in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> bool:
-    """True when the span sits in a run of 4+ values separated only by commas (a list of candidates)."""
+    """True when the span sits in a run of 4+ values separated only by commas (a list of candidates);
+    a line break ends a run (table rows are not candidates)."""
     ordered = sorted(set(spans))
     i = ordered.index(span)
     run = 1
@@ -134,7 +139,7 @@ def in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> b
         j = i
         while 0 <= j + step < len(ordered):
             (_, a_end), (b_start, _) = sorted((ordered[j], ordered[j + step]))
-            if not re.fullmatch(r"[\s,;/|$€£]*(?:and|or)?[\s,;/|$€£]*", text[a_end:b_start]):
+            if not re.fullmatch(r"[ \t,;/|$€£]*(?:and|or)?[ \t,;/|$€£]*", text[a_end:b_start]):
                 break
             run += 1
             j += step
@@ -210,8 +215,9 @@ def claim_stems(claim: Facts) -> set[str]:
     return stems_of(claim.text) | {w.lower() for n in claim.names for w in n}
 
 
-def _other_cell(text: str, pos: int, claim: Facts) -> bool:
-    """A table cell in a row or column the claim does not speak of."""
+def _other_cell(text: str, pos: int, claim: Facts, columns: bool = True) -> bool:
+    """A table cell in a row (or, with ``columns``, a column) the claim does not speak of: a column
+    header such as "Amount" may be a word the claim lacks, so a match is only ruled out by its row."""
     cell = table_cell(text, pos)
     if cell is None:
         return False
@@ -220,7 +226,7 @@ def _other_cell(text: str, pos: int, claim: Facts) -> bool:
     names = {w.lower() for n in claim.names for w in n} | {(claim.first_name or "").lower()} - {""}
     row_words = stems_of(row) | {w.lower() for w in re.findall(r"\w+", row)}
     other_row = bool(row_words) and not row_words & own and bool(names) and not row_words & names
-    return other_row or (bool(stems_of(header)) and not stems_of(header) & own)
+    return other_row or (columns and bool(stems_of(header)) and not stems_of(header) & own)
 
 
 _YEAR_AFTER = re.compile(r"\D{0,12}?\b(1[89]\d\d|20\d\d)\b")
@@ -322,8 +328,19 @@ def _check_rivals(
 def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
     spans = [(g.start, g.end) for g in answer.quantities]
     for q in claim.quantities:
-        found = [g for g in answer.quantities if same(q, g) and not _other_cell(answer.text, g.start, claim)]
+        found = [
+            g for g in answer.quantities if same(q, g) and not _other_cell(answer.text, g.start, claim, False)
+        ]
         hits = [g for g in found if _unit_implied(q, g, answer)]
+        readings = _locale_readings(q, answer, found)
+        if isinstance(readings, str):  # "undecided"
+            tally.undecided.append(
+                ("unit", f"{q.text}: a figure that reads both ways, in a text that does not say which")
+            )
+            tally.matched.append(q.text)
+            continue
+        if readings:
+            found = hits = [g for g in readings if _unit_implied(q, g, answer)] or readings
         if found and all(in_dump((h.start, h.end), spans, answer.residual) for h in found):
             tally.dumps.append(q.text)
             continue
@@ -336,11 +353,43 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
             for g in answer.quantities + answer.ranges
             if comparable(q, g) and g.exact == q.exact and not any(same(c, g) for c in claim.quantities)
         ]
+        others = [g for g in others if same_thing(q, g, answer, claim)]
         tally.add(q.text, bool(hits), others[0].text if others and not hits else None)
         if hits:
             tally.hits.extend((h.start, h.end, "quantity") for h in hits)
             rivals = [(g.text, g.start, g.end) for g in others if g.dim == q.dim and g in answer.quantities]
             _check_rivals(tally, q.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "quantity")
+
+
+def _locale_readings(q: Quantity, answer: Facts, found: list[Quantity]) -> list[Quantity] | str:
+    """The answer's figures that meet ``q`` read as thousands ("12.500" for 12,500) in a European
+    text; "undecided" where a figure meets the claim in one reading only and the text does not say
+    which reading is its own; [] where nothing turns on the reading."""
+    shape = [g for g in answer.quantities if ambiguous(g)]
+    as_decimal = [g for g in found if g in shape]
+    as_grouped = [g for g in shape if same(q, as_thousands(g))]
+    if not as_decimal and not as_grouped:
+        return []
+    locale = answer.locale
+    if locale == "european":
+        return [as_thousands(g) for g in as_grouped] if as_grouped else ("undecided" if as_decimal else [])
+    if locale == "english" or (as_decimal and len(as_decimal) < len(found)):
+        return []
+    return "undecided"
+
+
+def same_thing(q: Quantity, g: Quantity, answer: Facts, claim: Facts) -> bool:
+    """Another value contradicts the claim's only when it is a value of the same thing: of the
+    claim's dimension or currency, or said with the claim's words ("3 availability zones" does not
+    contradict "Kubernetes 1.29")."""
+    if (q.dim is not None and g.dim == q.dim) or (q.currency and g.currency == q.currency) or q.exact:
+        return True
+    own = claim_stems(claim)
+    cell = table_cell(answer.text, g.start)
+    if cell:  # a table cell is a value of its row and its column
+        return bool((stems_of(cell[0]) | stems_of(cell[1]) | {w.lower() for w in cell[1].split()}) & own)
+    span = sentence_at(sentences(answer.text), g.start)
+    return bool(attached(answer.text, g.start, g.end, span) & own)
 
 
 def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
@@ -351,6 +400,13 @@ def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
             tally.dumps.append(d.text)
             continue
         others = [g for g in answer.dates if not any(date_same(c, g) for c in claim.dates)]
+        swapped = [
+            g for g in others if g.swappable and date_same(d, replace(g, day=g.month, month=g.day or 0))
+        ]
+        if swapped and not hits:
+            tally.undecided.append(("unit", f"{d.text}: {swapped[0].text} reads day/month or month/day"))
+            tally.matched.append(d.text)
+            continue
         tally.add(d.text, bool(hits), others[0].text if others and not hits else None)
         if hits:
             tally.hits.extend((h.start, h.start + len(h.text), "date") for h in hits)
@@ -359,7 +415,7 @@ def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
             _check_rivals(tally, d.text, spans, rivals, answer, claim, "date")
 
 
-def _time_same(claim: Time, got: Time) -> bool | None:
+def time_same(claim: Time, got: Time) -> bool | None:
     """Same time of day; None when a zone makes it impossible to tell."""
     if claim.zone is None:
         return claim.minutes == got.minutes
@@ -372,7 +428,7 @@ def _time_same(claim: Time, got: Time) -> bool | None:
 
 def _times(tally: Tally, claim: Facts, answer: Facts) -> None:
     for t in claim.times:
-        verdicts = [(g, _time_same(t, g)) for g in answer.times]
+        verdicts = [(g, time_same(t, g)) for g in answer.times]
         hits = [g for g, ok in verdicts if ok]
         unknown = [g for g, ok in verdicts if ok is None]
         if not hits and unknown:
@@ -382,7 +438,7 @@ def _times(tally: Tally, claim: Facts, answer: Facts) -> None:
             tally.matched.append(t.text)
             continue
         others = [
-            g for g, ok in verdicts if ok is False and all(_time_same(c, g) is False for c in claim.times)
+            g for g, ok in verdicts if ok is False and all(time_same(c, g) is False for c in claim.times)
         ]
         tally.add(t.text, bool(hits), others[0].text if others and not hits else None)
         tally.hits.extend((h.start, h.end, "time") for h in hits)

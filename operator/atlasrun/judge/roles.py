@@ -136,13 +136,17 @@ def agent_check(claim: Facts, answer: Facts) -> tuple[RoleFinding | None, bool]:
                 f"roles swapped: '{sorted(who)[0]}' is what is {verb}ed in the answer", True
             ), False
         said = a_agent.get(verb, set())
-        if said and not who & said and not _other_event(answer.text, claim.text, sorted(said)[0]):
-            # the claim's other party doing it is a swap; someone the claim does not name, unclear
-            swapped = bool(said & set(terms))
-            found = RoleFinding(
-                f"another agent of '{verb}': '{sorted(said)[0]}', not '{sorted(who)[0]}'", swapped
-            )
-            return found, False
+        swapped = bool(said & set(terms))
+        if said and not who & said:
+            # the claim's other party doing it is a swap, unless its sentence is about another event
+            # (then unclear, never a pass); someone the claim does not name in another event: no role
+            other_event = _other_event(answer.text, claim.text, sorted(said)[0])
+            if swapped or not other_event:
+                found = RoleFinding(
+                    f"another agent of '{verb}': '{sorted(said)[0]}', not '{sorted(who)[0]}'",
+                    swapped and not other_event,
+                )
+                return found, False
         agreed = agreed or bool(who & said)  # the claim's verb with the claim's agent
         for other, by in a_agent.items():
             if _converse({verb}, {other}) and who & by:

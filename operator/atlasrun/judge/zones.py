@@ -55,6 +55,10 @@ ABBREVIATIONS: dict[str, int | None] = {
     "ct": None,
     "mt": None,
     "pt": None,
+    "eastern": None,  # US zone names: daylight saving decides the offset
+    "central": None,
+    "mountain": None,
+    "pacific": None,
 }
 CITIES: dict[str, str] = {
     "tokyo": "Asia/Tokyo",
@@ -142,7 +146,8 @@ def _zone_of(m: re.Match[str]) -> Zone | None:
         g = re.match(_OFFSET, text)
         return Zone(text, _numeric(g.group(1), g.group(2), g.group(3))) if g else None
     if m.group("abbr"):
-        if not text.isupper():  # "et", "pt", "est" in lower case are words, not zones
+        spelled = text.lower() in ("eastern", "central", "mountain", "pacific") and text[0].isupper()
+        if not text.isupper() and not spelled:  # "et", "pt", "est" in lower case are words, not zones
             return None
         return Zone(text, ABBREVIATIONS[text.lower()])
     city = CITIES.get(text.lower())

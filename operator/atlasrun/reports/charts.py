@@ -130,7 +130,7 @@ def pass_rate_chart(rows: Sequence[tuple[str, Estimate | None]], colors: Mapping
             )
         )
     body.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{height - 28}" stroke="{AXIS}"/>')
-    return _svg(width, height, "Pass rate with 95% bootstrap CI", body)
+    return _svg(width, height, "Pass rate with its 95% Wilson interval (n = tasks)", body)
 
 
 def failure_chart(rows: Sequence[ModelModes]) -> str:

@@ -17,7 +17,7 @@ from atlasrun.reports import charts, matrix
 from atlasrun.reports.data import FailureModes, ModelRow, ReportData, build_data
 from atlasrun.reports.drilldown import attr, drilldown, esc
 from atlasrun.reports.page import CSS, SCRIPT
-from atlasrun.scoring.stats import Estimate
+from atlasrun.scoring.stats import INTERVAL_TEXT, Estimate
 from atlasrun.scoring.store import atomic_write
 
 FILENAME = "report.html"
@@ -123,6 +123,13 @@ def _paired_note(models: list[ModelRow]) -> str:
     )
 
 
+def _tasks(totals: dict[str, Any]) -> str:
+    """Distinct tasks, and the task x repeat items under them when there were repeats."""
+    items = totals.get("items", totals["tasks"])
+    extra = f'<span class="ci">{items} items</span>' if items != totals["tasks"] else ""
+    return f"{totals['tasks']}{extra}"
+
+
 def _cost(totals: dict[str, Any]) -> str:
     """``$1.23``, or ``n/a`` when some call of the model had no known price."""
     known = totals.get("cost_known", True)
@@ -140,7 +147,7 @@ def _model_table(models: list[ModelRow]) -> str:
             else ""
         )
         rows.append(
-            f'<tr data-model="{attr(m.model)}"><td class="model">{esc(m.model)}</td><td class="num">{t["tasks"]}</td>'
+            f'<tr data-model="{attr(m.model)}"><td class="model">{esc(m.model)}</td><td class="num">{_tasks(t)}</td>'
             f'<td class="num">{t["scored"]}</td><td class="num">{t["excluded"] or ""}</td>'
             f'<td class="num">{t["errored"] or ""}</td>'
             f'<td class="num strong">{_ci(m.pass_rate)}{_unpaired(m)}</td>'
@@ -386,7 +393,8 @@ def render(data: ReportData) -> str:
             _paired_note(ranked)
             + _model_table(ranked)
             + '<p class="muted foot">Rates count scored tasks only (primary '
-            "judge); CIs are nonparametric bootstrap 95% intervals resampling tasks. Tool-call rates are pooled over "
+            f"judge); intervals: {INTERVAL_TEXT}, the same as summary.json and the operator's metrics "
+            "(docs/statistics.md); model differences use paired-bootstrap CIs. Tool-call rates are pooled over "
             "all calls of scored tasks; tokens and cost cover every attempt.</p>" + _reasons(ranked),
         ),
         ("pass-rate", "Pass rate", charts.pass_rate_chart([(m.model, m.pass_rate) for m in ranked], colors)),

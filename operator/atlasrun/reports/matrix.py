@@ -113,8 +113,8 @@ def render_comparisons(found: Sequence[Comparison]) -> str:
         )
     return (
         '<p class="muted">Each pair on the tasks both models scored: A - B with paired-bootstrap 95% CIs '
-        "(tasks resampled), McNemar's test on tasks (repeats aggregated per task; b: A passed and B not, "
-        "c: the reverse). Bold: significant at 5%.</p>"
+        "(tasks resampled), McNemar's test on tasks, exact binomial (repeats aggregated per task; b: A "
+        "passed and B not, c: the reverse). Bold: significant at 5%.</p>"
         '<table class="data paired"><thead><tr><th>A</th><th>B</th><th class="num">tasks</th>'
         '<th class="num">pass rate A - B</th><th class="num">coverage A - B</th><th class="num">b</th>'
         f'<th class="num">c</th><th class="num">McNemar p</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'

@@ -18,7 +18,14 @@ from atlasrun.runner.progress import Progress
 from atlasrun.runner.record import RUN_FILE, RunRecord, read_record
 from atlasrun.runspec.run import RunSpec, check_output_path
 from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.stats import by_model, coverage_ci, pass_rate_ci
+from atlasrun.scoring.stats import (
+    INTERVAL_METHOD,
+    INTERVAL_TEXT,
+    Estimate,
+    by_model,
+    coverage_ci,
+    pass_rate_ci,
+)
 from atlasrun.scoring.store import ResultsDir
 from atlasrun.scoring.summary import SUMMARY_FILE, ExcludedTask, Interval, RunSummary, summarize_models
 from atlasrun.servers.sandbox import Sandbox
@@ -134,22 +141,16 @@ def write_summary(
     excluded_tasks: list[ExcludedTask] | None = None,
     rescored_from: str | None = None,
 ) -> dict[str, Any]:
-    """summary.json: per-model totals with 95% bootstrap CIs (MCP-Atlas C.1), from the newest records.
-    Returns it as plain data (the printed table reads that)."""
+    """summary.json: per-model totals with 95% intervals (scoring.stats: Wilson, n = tasks), from the
+    newest records. Returns it as plain data (the printed table reads that)."""
     if results is None:
         latest = store.load()
         results = [latest[k] for k in sorted(latest)]
     table = summarize_models(results, models)
     grouped = by_model(results)
     for name, row in table.items():
-        for field, estimate in (
-            ("pass_rate_ci", pass_rate_ci(grouped.get(name, []))),
-            ("mean_coverage_ci", coverage_ci(grouped.get(name, []))),
-        ):
-            if estimate:
-                setattr(
-                    row, field, Interval(low=estimate.low, high=estimate.high, half_width=estimate.half_width)
-                )
+        row.pass_rate_ci = _interval(pass_rate_ci(grouped.get(name, [])))
+        row.mean_coverage_ci = _interval(coverage_ci(grouped.get(name, [])))
     if excluded_tasks is None:
         excluded_tasks = list(
             {
@@ -170,6 +171,18 @@ def write_summary(
     )
     store.write_record(SUMMARY_FILE, summary)
     return summary.model_dump(mode="json")
+
+
+def _interval(estimate: Estimate | None) -> Interval | None:
+    if estimate is None:
+        return None
+    return Interval(
+        low=estimate.low,
+        high=estimate.high,
+        half_width=estimate.half_width,
+        tasks=estimate.n,
+        method=INTERVAL_METHOD,
+    )
 
 
 def _run_record(
@@ -196,9 +209,15 @@ def cost_text(row: dict[str, Any]) -> str:
 
 
 def format_table(summary: dict[str, Any]) -> str:
+    """The per-model table ``atlas run`` prints. ``tasks`` are distinct tasks; ``items`` (shown
+    only when some model ran repeats), scored, passed, excl and err count task x repeat items.
+    Intervals are printed as bounds: a Wilson interval is not symmetric around the rate."""
+    rows = summary["models"]
+    with_items = any(row.get("items", row["tasks"]) != row["tasks"] for row in rows.values())
+    items_head = f" {'items':>5}" if with_items else ""
     header = (
-        f"{'model':<28} {'tasks':>5} {'scored':>6} {'passed':>6} {'pass rate (95% CI)':>18} "
-        f"{'coverage (CI)':>18} "
+        f"{'model':<28} {'tasks':>5}{items_head} {'scored':>6} {'passed':>6} {'pass rate [95% CI]':>20} "
+        f"{'coverage [95% CI]':>20} "
         f"{'excl':>4} {'err':>4} {'calls/task':>10} {'tokens':>10} {'cost':>8}"
     )
     lines = [header, "-" * len(header)]
@@ -206,17 +225,20 @@ def format_table(summary: dict[str, Any]) -> str:
     def pct(value: float | None, ci: dict[str, float] | None = None) -> str:
         if value is None:
             return "-"
-        return f"{100 * value:.1f}%" + (f" ±{100 * ci['half_width']:.1f}" if ci else "")
+        return f"{100 * value:.1f}%" + (f" [{100 * ci['low']:.1f}, {100 * ci['high']:.1f}]" if ci else "")
 
-    for model, row in summary["models"].items():
+    for model, row in rows.items():
         calls = row["mean_tool_calls"]
+        items = f" {row.get('items', row['tasks']):>5}" if with_items else ""
         lines.append(
-            f"{model:<28} {row['tasks']:>5} {row['scored']:>6} {row['passed']:>6} "
-            f"{pct(row['pass_rate'], row.get('pass_rate_ci')):>18} "
-            f"{pct(row['mean_coverage'], row.get('mean_coverage_ci')):>18} {row['excluded']:>4} "
+            f"{model:<28} {row['tasks']:>5}{items} {row['scored']:>6} {row['passed']:>6} "
+            f"{pct(row['pass_rate'], row.get('pass_rate_ci')):>20} "
+            f"{pct(row['mean_coverage'], row.get('mean_coverage_ci')):>20} {row['excluded']:>4} "
             f"{row['errored']:>4} {('-' if calls is None else f'{calls:.1f}'):>10} {row['tokens']:>10,} "
             f"{cost_text(row):>8}"
         )
+    if rows:
+        lines.append(f"intervals: {INTERVAL_TEXT} (docs/statistics.md)")
     return "\n".join(lines)
 
 

@@ -1,11 +1,15 @@
-"""Statistics over task results: bootstrap CIs, threshold sensitivity, breakdowns, pass@k, paired tests.
+"""Statistics over task results: intervals, threshold sensitivity, breakdowns, pass@k, paired tests.
 
 Pure functions over lists of :class:`TaskResult`. Only ``status == "scored"``
 results count toward rates. Functions that estimate one model's numbers expect
-one model's results (group with :func:`by_model`). CIs follow MCP-Atlas
-Appendix C.1: nonparametric bootstrap, tasks resampled with replacement, 2.5th
-and 97.5th percentiles. When a task was run several times (repeats) the task is
-the resampling unit, so its repeats stay together.
+one model's results (group with :func:`by_model`).
+
+One interval method for a rate, used by summary.json, the table, the report and the operator's
+metrics (docs/statistics.md says why): the 95% Wilson score interval with ``n`` = the number of
+tasks scored (:func:`task_interval`, :func:`wilson`). Repeats of a task are one unit, not ``n``
+more items. Mean coverage uses the same interval (coverage is a mean in [0, 1] too). Paired
+differences (``atlas compare``, the report's matrix) use a paired bootstrap that resamples tasks;
+McNemar's test is exact binomial at every size.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, computed_field
+from pydantic import BaseModel, Field, computed_field
 
 from atlasrun.scoring.claims import REPORTED_THRESHOLDS
 from atlasrun.scoring.result import TaskResult
@@ -24,12 +28,15 @@ from atlasrun.scoring.summary import summarize
 RESAMPLES = 2000
 SEED = 0
 LEVEL = 0.95
-# Below this many discordant pairs McNemar uses the exact binomial test.
-MCNEMAR_EXACT_BELOW = 25
+Z95 = 1.959963984540054  # the standard normal's 97.5th percentile (two-sided 95%)
+INTERVAL_METHOD = "wilson"
+INTERVAL_TEXT = "95% Wilson score interval, n = tasks (a task's repeats count once)"
+MCNEMAR_METHOD = "exact binomial, two-sided"
 
 
 class Estimate(BaseModel):
-    """A point estimate with a bootstrap confidence interval over ``n`` resampled tasks."""
+    """A point estimate with a 95% interval over ``n`` tasks (Wilson for rates and means,
+    paired bootstrap for differences)."""
 
     point: float
     low: float
@@ -93,6 +100,38 @@ def bootstrap_mean(
     return Estimate(point=point, low=_quantile(stats, alpha), high=_quantile(stats, 1 - alpha), n=m)
 
 
+def wilson(mean: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a mean in [0, 1] over ``n`` independent units (95% by default).
+
+    For a pass rate over ``n`` tasks this is the textbook interval. When a unit's value is itself a
+    mean in [0, 1] (a task's share of passed repeats, a coverage), its variance is at most
+    mean * (1 - mean), the binomial's, so the interval is conservative, never too narrow.
+    Unlike a bootstrap it is not degenerate at small n: 3 of 3 gives [0.44, 1]."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = min(1.0, max(0.0, mean))
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def wilson_estimate(point: float, n: int) -> Estimate:
+    low, high = wilson(point, n)
+    return Estimate(point=point, low=low, high=high, n=n)
+
+
+def task_interval(groups: Sequence[Sequence[float]]) -> Estimate | None:
+    """Pooled mean of per-task value groups (one group per task: its repeats) with the Wilson
+    interval over n = the number of tasks; None if no values. The pooled mean equals the average
+    of the tasks' own means whenever every task has the same number of values."""
+    sums = [math.fsum(g) for g in groups if g]
+    count = sum(len(g) for g in groups)
+    if not count:
+        return None
+    return wilson_estimate(math.fsum(sums) / count, len(sums))
+
+
 def _per_task(results: Iterable[TaskResult], value: Callable[[TaskResult], float]) -> list[list[float]]:
     groups: dict[str, list[float]] = {}
     for r in scored(results):
@@ -106,33 +145,25 @@ def _sorted_groups(groups: dict[str, list[float]]) -> list[list[float]]:
     return [groups[key] for key in sorted(groups)]
 
 
-def pass_rate_ci(
-    results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED
-) -> Estimate | None:
-    """Pass rate (primary judge, run threshold) with a bootstrap 95% CI; None if nothing scored."""
-    return bootstrap_mean(_per_task(results, lambda r: float(bool(r.passed))), resamples, seed)
+def pass_rate_ci(results: Iterable[TaskResult]) -> Estimate | None:
+    """Pass rate (primary judge, run threshold) with its 95% interval (:func:`task_interval`);
+    None if nothing scored."""
+    return task_interval(_per_task(results, lambda r: float(bool(r.passed))))
 
 
-def coverage_ci(
-    results: Iterable[TaskResult], resamples: int = RESAMPLES, seed: int = SEED
-) -> Estimate | None:
-    """Mean coverage with a bootstrap 95% CI; None if nothing scored."""
-    return bootstrap_mean(_per_task(results, lambda r: float(r.coverage or 0.0)), resamples, seed)
+def coverage_ci(results: Iterable[TaskResult]) -> Estimate | None:
+    """Mean coverage with its 95% interval (:func:`task_interval`); None if nothing scored."""
+    return task_interval(_per_task(results, lambda r: float(r.coverage or 0.0)))
 
 
 def threshold_pass_rates(
-    results: Iterable[TaskResult],
-    thresholds: Sequence[float] = REPORTED_THRESHOLDS,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
+    results: Iterable[TaskResult], thresholds: Sequence[float] = REPORTED_THRESHOLDS
 ) -> dict[str, Estimate | None]:
-    """Pass rate at each coverage threshold (MCP-Atlas Appendix G), each with a bootstrap CI."""
+    """Pass rate at each coverage threshold (MCP-Atlas Appendix G), each with its 95% interval."""
     rows = scored(results)
 
     def at(threshold: float) -> Estimate | None:
-        return bootstrap_mean(
-            _per_task(rows, lambda r: float(_passes(r.coverage or 0.0, threshold))), resamples, seed
-        )
+        return task_interval(_per_task(rows, lambda r: float(_passes(r.coverage or 0.0, threshold))))
 
     return {f"{t:g}": at(t) for t in thresholds}
 
@@ -202,21 +233,75 @@ def repeat_stats(results: Iterable[TaskResult]) -> RepeatStats | None:
 class McNemar(BaseModel):
     b: int  # A passed, B failed
     c: int  # A failed, B passed
-    method: Literal["exact", "chi2"]
-    statistic: float | None  # chi-square with continuity correction (None for the exact test)
+    method: str = MCNEMAR_METHOD
     p_value: float
 
 
 def mcnemar(b: int, c: int) -> McNemar:
-    """McNemar's test on the discordant pairs: exact two-sided binomial when b + c < 25, else
-    chi-square (1 df) with continuity correction."""
+    """McNemar's test on the discordant pairs, exact at every size: two-sided binomial test of
+    min(b, c) successes in b + c trials at 1/2 (no chi-square approximation, whose error at
+    small counts is what made a second method necessary)."""
     n = b + c
-    if n < MCNEMAR_EXACT_BELOW:
-        tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
-        return McNemar(b=b, c=c, method="exact", statistic=None, p_value=min(1.0, 2 * tail))
-    chi2 = (abs(b - c) - 1) ** 2 / n
-    # Survival function of chi-square with 1 df: P(X > x) = erfc(sqrt(x / 2)).
-    return McNemar(b=b, c=c, method="chi2", statistic=chi2, p_value=math.erfc(math.sqrt(chi2 / 2)))
+    term, tail = 1, 0  # C(n, i), exact integers
+    for i in range(min(b, c) + 1):
+        tail += term
+        term = term * (n - i) // (i + 1)
+    return McNemar(b=b, c=c, p_value=min(1.0, 2 * tail / 2**n))
+
+
+DropReason = Literal["error", "excluded", "missing", "other repeats"]
+Side = Literal["a", "b"]
+
+
+class DroppedTask(BaseModel):
+    """A task one side scored and the other did not, so it is not in the paired comparison."""
+
+    task: str
+    unscored_by: Side
+    reason: DropReason  # the unscored side's record: an error, an exclusion, none, or scored repeats
+    # that do not match the other side's
+
+
+def _drop_reason(statuses: set[str]) -> DropReason:
+    if "error" in statuses:
+        return "error"
+    if "excluded" in statuses:
+        return "excluded"
+    return "other repeats" if statuses else "missing"
+
+
+def paired_tasks(a: Iterable[TaskResult], b: Iterable[TaskResult]) -> set[str]:
+    """Tasks with at least one (task, repeat) pair scored by both sides."""
+    b_keys = {(r.task_id, r.repeat) for r in scored(b)}
+    return {r.task_id for r in scored(a) if (r.task_id, r.repeat) in b_keys}
+
+
+def count_dropped(dropped: Iterable[DroppedTask]) -> dict[str, dict[str, int]]:
+    """{"a"|"b": {reason: tasks}}: tasks the side did not score, by why."""
+    out: dict[str, dict[str, int]] = {}
+    for d in dropped:
+        side = out.setdefault(d.unscored_by, {})
+        side[d.reason] = side.get(d.reason, 0) + 1
+    return out
+
+
+def dropped_tasks(a: Iterable[TaskResult], b: Iterable[TaskResult]) -> list[DroppedTask]:
+    """Tasks scored by one side only (none of their (task, repeat) pairs scored by both), in
+    task-id order, each with why the other side has no score."""
+    rows: dict[Side, list[TaskResult]] = {"a": list(a), "b": list(b)}
+    keys = {side: {(r.task_id, r.repeat) for r in scored(found)} for side, found in rows.items()}
+    paired = paired_tasks(rows["a"], rows["b"])
+    out: list[DroppedTask] = []
+    sides: tuple[tuple[Side, Side], ...] = (("a", "b"), ("b", "a"))
+    for side, other in sides:
+        statuses: dict[str, set[str]] = {}
+        for r in rows[side]:
+            statuses.setdefault(r.task_id, set()).add(r.status)
+        for task in {t for t, _ in keys[other]} - paired:
+            out.append(
+                DroppedTask(task=task, unscored_by=side, reason=_drop_reason(statuses.get(task, set())))
+            )
+    return sorted(out, key=lambda d: (d.task, d.unscored_by))
 
 
 class Unpaired(BaseModel):
@@ -234,6 +319,7 @@ MCNEMAR_UNIT = (
 class PairedComparison(BaseModel):
     pairs: int  # (task, repeat) pairs scored for both models
     tasks: int  # distinct tasks among them (the bootstrap resampling unit and McNemar's pairs)
+    dropped: list[DroppedTask] = Field(default_factory=list)  # tasks scored by one side only
     pass_rate_a: float
     pass_rate_b: float
     coverage_a: float
@@ -244,6 +330,11 @@ class PairedComparison(BaseModel):
     mcnemar_unit: str = MCNEMAR_UNIT
     unpaired_a: Unpaired | None = None
     unpaired_b: Unpaired | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def dropped_by_reason(self) -> dict[str, dict[str, int]]:
+        return count_dropped(self.dropped)
 
 
 def paired_comparison(
@@ -257,7 +348,8 @@ def paired_comparison(
     compared; a tie is concordant). With one repeat this is the ordinary McNemar test. Each
     model's unpaired pass rate over all the tasks it scored is kept as a secondary figure.
     """
-    a_rows, b_rows = scored(a), scored(b)
+    a_all, b_all = list(a), list(b)
+    a_rows, b_rows = scored(a_all), scored(b_all)
     index_b = {(r.task_id, r.repeat): r for r in b_rows}
     pairs = [(ra, index_b[(ra.task_id, ra.repeat)]) for ra in a_rows if (ra.task_id, ra.repeat) in index_b]
     if not pairs:
@@ -280,6 +372,7 @@ def paired_comparison(
         pass_rate_b=sum(bool(rb.passed) for _, rb in pairs) / n,
         coverage_a=math.fsum(ra.coverage or 0.0 for ra, _ in pairs) / n,
         coverage_b=math.fsum(rb.coverage or 0.0 for _, rb in pairs) / n,
+        dropped=dropped_tasks(a_all, b_all),
         pass_rate_diff=pass_ci,
         coverage_diff=cov_ci,
         mcnemar=mcnemar(sum(1 for d in task_sign if d > 0), sum(1 for d in task_sign if d < 0)),

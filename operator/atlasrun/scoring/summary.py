@@ -17,15 +17,24 @@ SUMMARY_FILE = "summary.json"
 
 
 class Interval(BaseModel):
+    """A 95% interval as summary.json keeps it (scoring.stats.task_interval computes it)."""
+
     low: float
     high: float
     half_width: float
+    tasks: int | None = None  # its n: the tasks scored (a task's repeats are one unit)
+    method: str | None = None  # "wilson" (older summaries: a bootstrap, not recorded)
 
 
 class ModelSummary(BaseModel):
-    """One model's totals. Excluded and errored results are counted by their ``error_kind``."""
+    """One model's totals. Excluded and errored results are counted by their ``error_kind``.
+
+    ``tasks`` counts distinct tasks; ``items`` counts task x repeat items, and ``scored``,
+    ``excluded``, ``errored`` and ``passed`` count items too (with one repeat, items = tasks)."""
 
     tasks: int = 0
+    items: int = 0
+    scored_tasks: int = 0  # tasks with at least one scored item: the n of the intervals
     scored: int = 0
     excluded: int = 0
     excluded_by_kind: dict[ErrorKind, int] = Field(default_factory=dict)
@@ -46,7 +55,7 @@ class ModelSummary(BaseModel):
     tokens: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True  # False: some call had no known price: show cost as n/a
-    pass_rate_ci: Interval | None = None  # 95% bootstrap (MCP-Atlas C.1); set in summary.json
+    pass_rate_ci: Interval | None = None  # set in summary.json (runner.local.write_summary)
     mean_coverage_ci: Interval | None = None
 
 
@@ -96,7 +105,9 @@ def summarize_models(
         passed = sum(1 for r in scored if r.passed)
         coverages = [r.coverage for r in scored if r.coverage is not None]
         out[model] = ModelSummary(
-            tasks=len(rows),
+            tasks=len({r.task_id for r in rows}),
+            items=len(rows),
+            scored_tasks=len({r.task_id for r in scored}),
             scored=len(scored),
             excluded=len(excluded),
             excluded_by_kind=_kinds(excluded),

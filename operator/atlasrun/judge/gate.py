@@ -1,0 +1,305 @@
+"""The last check before the deterministic judge says ``fulfilled``: every key fact found is not
+enough, the answer must also *commit* to the claim, read over the whole answer (not only the
+sentence of the first match). A pass stands only when:
+
+- no revision cue ("Update:", "Hmm, that line is ...", "on closer inspection") follows a fact's
+  statement with another value of the fact's kind after it; when the claim's value is not restated
+  after it, that is decisive (not fulfilled), when it is, uncertain;
+- no past state ("used to", "no longer") is reported;
+- no other value of a claim quantity's kind is said with a claim word its match is not said with
+  ("sessions with 48 million rows; events ... 31 million" for "events with 48 million rows");
+- the facts are stated together, in one sentence (with its list header, its table's header row, the
+  sentence before when it opens with a pronoun; a vertical list for a claim that enumerates),
+  wherever another entity or value could take the claim's place, and that sentence carries at least
+  half of the claim's other content words where another name or id could (the right entity in
+  another relation is not the claim);
+- that sentence holds no word of the opposite direction, no negation of a word of the claim (unless
+  the claim is negated too) and no hedge.
+
+Otherwise the judge abstains: these are the places where a rule reading of free text is weakest.
+"""
+
+from __future__ import annotations
+
+import re
+
+from atlasrun.judge.base import Abstention, Label
+from atlasrun.judge.evidence import (
+    CORRECTION,
+    attached,
+    in_context,
+    sentence_at,
+    sentences,
+    stems_of,
+    table_cell,
+)
+from atlasrun.judge.facts import Facts, stem
+from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, IRREGULAR_VERBS, STOPWORDS
+from atlasrun.judge.matching import Tally, claim_stems, date_same, same, same_thing, time_same
+
+Span = tuple[int, int]
+Outcome = tuple[Label, str] | Abstention | None
+
+# Cues that take back or revise what was said before them (beyond ``evidence.CORRECTION``).
+_REVISION = re.compile(
+    r"\b(?:hmm|revis(?:e|ed|ing)|i was wrong|my mistake|misread|turns out|that (?:line|figure|number|"
+    r"value|entry|one) (?:is|was)|that was|not quite|instead|now (?:in|at|on|set to)|was moved|has moved|"
+    r"were moved|oops|never mind|on closer inspection|looking (?:again|more closely)|double[- ]check(?:ed|ing)?|"
+    r"re-?check(?:ed|ing)?|(?:correct|right|actual|real) (?:figure|number|value|count|total|answer|one)|"
+    r"rather than|earlier i said|previously (?:said|stated|reported))\b|\b(?:update|updated|edit|correction)\s*:",
+    re.I,
+)
+# A state the answer says has ended: what follows may not hold any more.
+_FORMERLY = re.compile(r"\b(?:used to|formerly|no longer|any ?more|until recently|was previously)\b", re.I)
+_NEGATION_TOKEN = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|without|\w+n't|cannot)$")
+_HEDGE = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(h) for h in HEDGES) + r")(?![\w'])", re.I)
+_CLAIM_SHARE = 0.5
+
+
+def _cues(text: str) -> list[tuple[int, str]]:
+    found = [(m.start(), m.group(0)) for m in CORRECTION.finditer(text)]
+    found += [(m.start(), m.group(0)) for m in _REVISION.finditer(text)]
+    return sorted(found)
+
+
+def _verb_stem(word: str) -> str:
+    return stem(IRREGULAR_VERBS.get(word.lower(), word.lower()))
+
+
+def _values_after(claim: Facts, answer: Facts, kind: str, after: int) -> tuple[bool, bool]:
+    """(the claim's value of ``kind`` said after ``after``, another value of its kind said there)."""
+    if kind == "quantity":
+        later = [g for g in answer.quantities if g.start > after]
+        own = [g for g in later if any(same(q, g) for q in claim.quantities)]
+        other = [
+            g
+            for g in later
+            if g not in own
+            and any(
+                g.dim == q.dim and g.exact == q.exact and same_thing(q, g, answer, claim)
+                for q in claim.quantities
+            )
+        ]
+        return bool(own), bool(other)
+    if kind == "date":
+        later_dates = [g for g in answer.dates if g.start > after]
+        own_dates = [g for g in later_dates if any(date_same(d, g) for d in claim.dates)]
+        return bool(own_dates), len(own_dates) < len(later_dates)
+    if kind == "time":
+        later_times = [g for g in answer.times if g.start > after]
+        own_times = [g for g in later_times if any(time_same(t, g) for t in claim.times)]
+        others = [g for g in later_times if all(time_same(t, g) is False for t in claim.times)]
+        return bool(own_times), bool(others)
+    return False, False
+
+
+def _correction(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
+    """A revision cue after a fact's statement: another value of the fact's kind after it, the
+    claim's not restated, is decisive; both after it, or the fact not restated, is not."""
+    cues = _cues(answer.text)
+    if not cues or not tally.hits:
+        return None
+    first_hit = min(s for s, _, _ in tally.hits)
+    later = [(at, cue) for at, cue in cues if at > first_hit]
+    if not later:
+        return None  # the correction comes before the facts: they are what it corrects to
+    at, cue = later[-1]
+    text = answer.text
+    for kind in sorted({k for _, _, k in tally.hits}):
+        restated, other = _values_after(claim, answer, kind, at)
+        if kind in ("id", "name"):
+            restated = any(s > at for s, _, k in tally.hits if k == kind)
+            shapes = {re.sub(r"\d", "9", i) for i in claim.ids}
+            other = kind == "id" and any(
+                re.sub(r"\d", "9", i) in shapes and i not in claim.ids and text.lower().rfind(i) > at
+                for i in answer.ids
+            )
+        if other and not restated:
+            return "not_fulfilled", f"the answer revises its statement ('{cue}') to another value"
+        if other:
+            return Abstention(kind="contradiction", reason=f"the answer revises what it said ('{cue}')")
+    return None
+
+
+_LIST_BLOCK = re.compile(r"[^\n]*:[ \t]*(?:\n[ \t]*(?:[-*\u2022]|\d{1,2}[.)])[^\n]*)+")
+
+
+def _together(claim: Facts, answer: Facts, tally: Tally) -> tuple[Span, str] | None:
+    """The sentence (with its list header) that states every kind of fact found, and the most of the
+    claim's content words; None when no sentence states them together."""
+    text = answer.text
+    spans = sentences(text)
+    counts = {
+        "quantity": len(claim.quantities),
+        "date": len(claim.dates),
+        "time": len(claim.times),
+        "id": len(claim.ids),
+        "name": len(claim.names),
+        "quoted": len(claim.quoted),
+    }
+    forms: dict[str, set[str]] = {}
+    own_values = {(g.start, g.end) for g in answer.quantities if any(same(q, g) for q in claim.quantities)}
+    for s, e, k in tally.hits:
+        if k in counts and (k != "quantity" or (s, e) in own_values):
+            forms.setdefault(k, set()).add(text[s:e].lower())
+    best: tuple[float, Span, str] | None = None
+    units = [(span, in_context(text, spans, i)) for i, span in enumerate(spans)]
+    if max(counts.values()) >= 3:  # a claim that enumerates: a vertical list is one statement too
+        units += [((m.start(), m.end()), m.group(0)) for m in _LIST_BLOCK.finditer(text)]
+    for span, said in units:
+        low = said.lower()
+        if any(sum(1 for f in fs if f in low) < min(len(fs), counts[k]) for k, fs in forms.items()):
+            continue
+        share = _share(claim, said)
+        if best is None or share > best[0]:
+            best = (share, span, said)
+    return (best[1], best[2]) if best else None
+
+
+def _share(claim: Facts, text: str) -> float:
+    names = {w.lower() for n in claim.names for w in n}
+    content = [c for c in claim.content if c not in names and not _NEGATION_TOKEN.match(c)]
+    if not content:
+        return 1.0
+    stems = stems_of(text) | {_verb_stem(w) for w in re.findall(r"[A-Za-z]+", text)}
+    hit = sum(1 for c in content if c in stems or any(_near(c, s) for s in stems))
+    return hit / len(content)
+
+
+def _near(a: str, b: str) -> bool:
+    return min(len(a), len(b)) >= 4 and (a.startswith(b) or b.startswith(a))
+
+
+def _negated_in(sentence: str, claim: Facts) -> str | None:
+    """A negation cue in the sentence, before a word of the claim within its clause."""
+    own = claim_stems(claim) | {_verb_stem(w) for w in claim.words}
+    tokens = re.findall(r"[\w'-]+|[.,;:!?]", sentence.lower())
+    for i, token in enumerate(tokens):
+        if not _NEGATION_TOKEN.match(token):
+            continue
+        content = [t for t in tokens[i + 1 : i + 6] if t not in STOPWORDS and not t.endswith("ly")]
+        for nxt in content[:1]:
+            if nxt in {",", ";", ":", ".", "but", "while", "although"}:
+                break
+            if stem(nxt) in own or _verb_stem(nxt) in own or any(_near(stem(nxt), o) for o in own):
+                return f"{token} {nxt}"
+    return None
+
+
+def _rival(claim: Facts, answer: Facts, tally: Tally) -> str | None:
+    """Another value of a claim quantity's kind, attached to a claim word that no match of it is
+    attached to ("sessions with 48 million rows; events ... with 31 million" for "events ... 48
+    million rows"): the claim's words may belong to that value."""
+    text = answer.text
+    spans = sentences(text)
+    own = claim_stems(claim)
+    cues = _cues(text)
+    for q in claim.quantities:
+        hits = [g for g in answer.quantities if same(q, g)]
+        if not hits:
+            continue
+        hit_words: set[str] = set()
+        for g in hits:
+            hit_words |= attached(text, g.start, g.end, sentence_at(spans, g.start)) & own
+        after = re.findall(r"[A-Za-z][\w'-]*", claim.text[q.end : q.end + 40])
+        noun = {stem(w) for w in after if w.lower() not in STOPWORDS}  # what the figure counts
+        noun = {next(iter(noun))} if len(noun) == 1 else set(stem(w) for w in after[:1])
+        hit_words |= noun
+        for g in answer.quantities:
+            line_before = text[: g.end].rstrip("0123456789").rsplit("\n", 1)[-1]
+            if not line_before.strip() and text[g.end : g.end + 1] in (".", ")"):
+                continue  # "2. test_login": a list's numbering
+            if g in hits or g.dim != q.dim or g.exact != q.exact or any(same(c, g) for c in claim.quantities):
+                continue
+            if table_cell(text, g.start) is not None:
+                continue  # table rows: compared by row (``matching``)
+            if any(g.end <= at < h.start for at, _ in cues for h in hits):
+                continue  # corrected away: the match comes after a correction of it
+            words = attached(text, g.start, g.end, sentence_at(spans, g.start)) & own
+            if words - hit_words:
+                return f"'{g.text}' is said with '{sorted(words - hit_words)[0]}', its match is not"
+    return None
+
+
+def _opposite(claim: Facts, text: str) -> str | None:
+    """A word of the opposite direction to one of the claim's (public/private), anywhere."""
+    claim_words = set(claim.words)
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    for up, down in DIRECTIONS:
+        for mine, other in ((up, down), (down, up)):
+            if mine & claim_words and other & words:
+                return sorted(other & words)[0]
+    return None
+
+
+def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
+    """Why a ``fulfilled`` the rules reached is not decisive (an abstention or a decisive
+    ``not_fulfilled``), or None when it stands."""
+    corrected = _correction(claim, answer, tally)
+    if corrected:
+        return corrected
+    claim_negated = any(_NEGATION_TOKEN.match(w) for w in claim.words)
+    formerly = _FORMERLY.search(answer.text)
+    if formerly:
+        return Abstention(kind="contradiction", reason=f"a past state ('{formerly.group(0)}')")
+    if not tally.hits:  # no figure to anchor the claim: its words decide, read over the whole answer
+        opposite = _opposite(claim, answer.text)
+        if opposite:
+            return Abstention(kind="negation", reason=f"the answer also says '{opposite}'")
+        negated = None if claim_negated else _negated_in(answer.text, claim)
+        if negated:
+            return Abstention(kind="negation", reason=f"'{negated}' in the answer")
+        hedge = _HEDGE.search(answer.text)
+        if hedge:
+            return Abstention(kind="hedged", reason=f"answer hedges ('{hedge.group(0)}')")
+        return None
+    rival = _rival(claim, answer, tally)
+    if rival:
+        return Abstention(kind="contradiction", reason=rival)
+    found = _together(claim, answer, tally)
+    rivalled = any(k in ("name", "id") for _, _, k in tally.rivals) or bool(
+        tally.candidates
+    )  # another entity or value the relation may be of
+    if found is None and (rivalled or tally.rivals):
+        return Abstention(kind="relation", reason="the claim's facts are not stated together in one sentence")
+    said = found[1] if found else answer.text
+    share = _share(claim, said)
+    if share < _CLAIM_SHARE and rivalled:
+        return Abstention(
+            kind="relation", reason=f"the sentence of the facts says {share:.0%} of the claim's words"
+        )
+    opposite = _opposite(claim, said) if found else None
+    if opposite:
+        return Abstention(kind="negation", reason=f"the sentence of the facts also says '{opposite}'")
+    if not claim_negated:
+        negation = _negated_in(said, claim)
+        if negation:
+            return Abstention(kind="negation", reason=f"'{negation}' in the sentence of the facts")
+    hedge = _HEDGE.search(said) or _HEDGE.search(answer.text if len(sentences(answer.text)) <= 3 else "")
+    if hedge:
+        return Abstention(kind="hedged", reason=f"answer hedges ('{hedge.group(0)}')")
+    return None
+
+
+def unreadable(claim: Facts, answer: Facts, tally: Tally) -> str | None:
+    """A claim figure not found, where a sentence that says the claim's words holds other figures or
+    times: it may be given in a form the rules do not derive ("400 GB of 500 GB" for 80%, "from
+    10:00 to 11:30" for 90 minutes). Not decisive for a ``not_fulfilled``."""
+    missing = [q for q in claim.quantities if q.text in tally.missing]
+    if not missing:
+        return None
+    spans = sentences(answer.text)
+    for i, span in enumerate(spans):
+        said = in_context(answer.text, spans, i)
+        if _share(claim, said) < _CLAIM_SHARE:
+            continue
+        figures = [
+            g.text
+            for g in answer.quantities
+            if span[0] <= g.start < span[1]
+            and all(g.dim != q.dim and not (g.currency and q.currency) for q in missing)
+        ]  # another dimension may be derivable; the same one, or another currency, is a contradiction
+        figures += [t.text for t in answer.times if span[0] <= t.start < span[1]]
+        if figures:
+            return f"{missing[0].text} not found as such; the answer gives {', '.join(figures[:3])} there"
+    return None

@@ -1,0 +1,216 @@
+"""The deterministic judge on issue 20's failure classes, each in wordings of its own: a verdict only
+on decisive evidence, an abstention (typed) where a rule reading of the text is not decisive, and
+never a pass for a wrong answer. The dev set ``judge_dev_classes.jsonl`` was tuned on (it guards
+against regressions); the held-out measure is ``judge_labels_blind.jsonl``, run by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atlasrun.cli import main
+from atlasrun.judge.deterministic import DeterministicJudge
+from atlasrun.scoring.judge_eval import load_labels
+
+DATA = Path(__file__).parent / "data"
+JUDGE = DeterministicJudge()
+
+# (claim, answer, expected): a label, or "abstain:<kind>"
+CASES: dict[str, list[tuple[str, str, str]]] = {
+    "a correction anywhere beats a match": [
+        (
+            "The nightly ETL loaded 58,200 rows into the warehouse.",
+            "The nightly ETL loaded 58,200 rows into the warehouse per the first log line. Hmm, that "
+            "line is from the staging load; the warehouse step reports 61,940 rows loaded.",
+            "not_fulfilled",
+        ),
+        (
+            "The review is booked in Orion 3.",
+            "The review is booked in Orion 3. Update: the booking was moved, the review is now in Vega 1.",
+            "not_fulfilled",
+        ),
+        (
+            "The report lists 9 open risks.",
+            "The report listed 7 open risks. Correction: 9 risks are open; 2 were reopened this week.",
+            "fulfilled",
+        ),
+        (
+            "The container image is 412 MB.",
+            "The listing shows 412 MB. Correction: the final image is 530 MB; the 412 MB figure is the "
+            "compressed size.",
+            "abstain:contradiction",
+        ),
+    ],
+    "negation both ways": [
+        (
+            "The cron job ran successfully on Friday.",
+            "On Friday the cron job did not run at all because the node was drained.",
+            "abstain:negation",
+        ),
+        (
+            "The bucket is public.",
+            "The bucket used to be public; it is private now.",
+            "abstain:contradiction",
+        ),
+        (
+            "The build pipeline does not use caching.",
+            "The build pipeline does not use caching; every run downloads all dependencies.",
+            "fulfilled",
+        ),
+        (
+            "The backup job completed successfully on Monday.",
+            "The backup job finished without errors on Monday.",
+            "fulfilled",
+        ),
+    ],
+    "roles from the sentence's structure": [
+        (
+            "Priya Nair approved the pull request opened by Tom Becker.",
+            "Pull request #882 was opened by Priya Nair on Tuesday and approved by Tom Becker.",
+            "abstain:role",
+        ),
+        (
+            "Laura Kim interviewed Daniel Osei.",
+            "Daniel Osei was interviewed by Laura Kim on 3 May.",
+            "fulfilled",
+        ),
+        (
+            "Laura Kim interviewed Daniel Osei.",
+            "Laura Kim was interviewed by Daniel Osei on 3 May.",
+            "not_fulfilled",
+        ),
+        (
+            "The on-call engineers are Ana Ruiz, Ben Cole and Chen Wei.",
+            "On call: Chen Wei (primary), Ana Ruiz (secondary) and Ben Cole (shadow).",
+            "fulfilled",
+        ),
+        ("Marta Silva manages Jonas Berg.", "Jonas Berg reports to Marta Silva.", "fulfilled"),
+    ],
+    "times compared after conversion": [
+        (
+            "The window starts at 22:00 UTC.",
+            "The window starts at 23:00 CET and lasts two hours.",
+            "fulfilled",
+        ),
+        (
+            "The window starts at 22:00 UTC.",
+            "The window starts at 22:00 CET and lasts two hours.",
+            "not_fulfilled",
+        ),
+        ("The release is at 16:00 CEST.", "The release goes out at 16:00.", "abstain:time_zone"),
+        ("The standup is at 9:30 AM Eastern.", "The standup is at 6:30 AM Pacific.", "abstain:time_zone"),
+    ],
+    "full names": [
+        (
+            "The incident commander was Grace Okafor.",
+            "Daniel Okafor was incident commander.",
+            "not_fulfilled",
+        ),
+        ("The ticket was closed by Maria Lopez.", "The ticket was closed by Lopez.", "abstain:name"),
+    ],
+    "locale-aware numbers, units, commit prefixes": [
+        (
+            "The measured latency was 3.5 ms.",
+            "The probe measured 3,5 ms at p50 and 9,8 ms at p99.",
+            "fulfilled",
+        ),
+        ("The population is 1.2 million.", "The district had 1.198.400 inhabitants.", "fulfilled"),
+        ("The contract value is CHF 1,250,000.", "The contract value is CHF 1'250'000.", "fulfilled"),
+        ("The stock is 12,500 units.", "Stock: 12.500 units on hand.", "abstain:unit"),
+        ("The budget is €1,500,000.", "The budget is 1,5 Mio. €.", "fulfilled"),
+        ("The backup is 40 GB.", "The archive size is 40.", "abstain:unit"),
+        ("The run took 45 minutes.", "The run took 45 seconds.", "not_fulfilled"),
+        ("The job took 90 minutes.", "The job took 1h 30m from start to finish.", "fulfilled"),
+        ("The fix was merged in commit 4f9c2a1e7b3d.", "The fix landed in 4f9c2a1 on main.", "fulfilled"),
+        ("The fix was merged in commit 4f9c2a1e7b3d.", "The fix landed in 4f9c2b8 on main.", "not_fulfilled"),
+        ("The meeting is on 3 April 2025.", "The meeting is on 04/03/2025.", "abstain:unit"),
+    ],
+    "restated questions, hedges, other languages": [
+        (
+            "The export job processed 1,240 records.",
+            "You asked whether the export job processed 1,240 records. I'll check the logs.",
+            "not_fulfilled",
+        ),
+        (
+            "The server runs Ubuntu 22.04.",
+            "My best guess is that the server runs Ubuntu 22.04.",
+            "abstain:hedged",
+        ),
+        (
+            "The dataset contains 3,400 images.",
+            "Based on the folder sizes the dataset likely contains about 3,400 images.",
+            "abstain:hedged",
+        ),
+        (
+            "The order contains 3 items.",
+            "El pedido contiene 3 artículos y se enviará mañana desde el almacén.",
+            "abstain:language",
+        ),
+    ],
+    "facts said together, of the claim's relation": [
+        (
+            "Sofia Marin is the project lead for Atlas.",
+            "The Atlas project page lists Omar Haddad as project lead. Sofia Marin is a contributor.",
+            "abstain:relation",
+        ),
+        (
+            "The invoice was issued on 2024-02-01 for $4,500.",
+            "| Invoice | Date | Amount |\n|---|---|---|\n| INV-88 | 2024-02-01 | $4,750 |\n"
+            "| INV-89 | 2024-03-01 | $4,500 |",
+            "abstain:relation",
+        ),
+        (
+            "The invoice was issued on 2024-02-01 for $4,500.",
+            "| Invoice | Date | Amount |\n|---|---|---|\n| INV-88 | 2024-02-01 | $4,500 |\n"
+            "| INV-89 | 2024-03-01 | $4,750 |",
+            "fulfilled",
+        ),
+        (
+            "The largest table is events with 48 million rows.",
+            "The largest table is sessions with 48 million rows; events is second with 31 million.",
+            "abstain:contradiction",
+        ),
+        (
+            "The cluster has 12 nodes and runs Kubernetes 1.29.",
+            "The cluster has 12 nodes. I could not retrieve the Kubernetes version: the API timed out.",
+            "partially_fulfilled",
+        ),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("claim", "answer", "expected"),
+    [case for cases in CASES.values() for case in cases],
+    ids=[f"{name}-{i}" for name, cases in CASES.items() for i in range(len(cases))],
+)
+def test_each_class(claim: str, answer: str, expected: str) -> None:
+    verdict = JUDGE.judge_sync(claim, answer)
+    if expected.startswith("abstain:"):
+        assert verdict.abstention is not None, verdict.reason
+        assert verdict.label is None and verdict.abstention.kind == expected.split(":")[1], verdict.reason
+    else:
+        assert verdict.abstention is None and verdict.label == expected, verdict.reason
+
+
+def _eval_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["judge-eval", str(path), "--judge", "deterministic", "--json"]) == 0
+    body: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return body
+
+
+def test_dev_set_no_false_pass_regression(capsys: pytest.CaptureFixture[str]) -> None:
+    """The class dev set (tuned on): precision and accuracy at the goal; its abstention is above the
+    goal's 30% because every pair is a hard case by design (the bound guards against regressions)."""
+    path = DATA / "judge_dev_classes.jsonl"
+    body = _eval_json(path, capsys)
+    assert body["n"] + body["abstained"] + body["failed"] == len(load_labels(path)) >= 150
+    assert body["fulfilled_precision"] >= 0.95, body
+    assert body["accuracy"] >= 0.93, body
+    assert body["abstention_rate"] <= 0.36, body
+    categories = {p.category for p in load_labels(path)}
+    assert {"correction", "negation", "roles", "timezone", "names", "numbers_locale", "units"} <= categories
+    assert {"commit", "restated", "hedged", "language", "relation", "no_key_facts", "lists"} <= categories
