@@ -169,15 +169,12 @@ def mcp_proxy_pin() -> dict[str, Any]:
 
 
 def sidecar_servers(catalog: str = "starter") -> list[dict[str, Any]]:
-    """Catalog entries that get a sidecar image: stdio servers with a registry package (a package
-    built from source, or one no registry serves, has no image yet)."""
+    """Catalog entries that get a sidecar image: stdio servers with a package a registry serves or
+    that is built from its pinned source (a pin no registry serves has no image)."""
     return [
         e
         for e in load_catalog(catalog)
-        if e.get("transport", "stdio") == "stdio"
-        and e.get("package")
-        and not e["package"].get("source")
-        and not e["package"].get("unavailable")
+        if e.get("transport", "stdio") == "stdio" and e.get("package") and not e["package"].get("unavailable")
     ]
 
 
@@ -200,6 +197,10 @@ def sidecar_entry(target: str) -> tuple[str, dict[str, Any]]:
 # Debian packages a server needs at run time beyond the Python base (name -> apt packages).
 # These come from the Debian mirror during the build (the one non-offline step).
 SYSTEM_PACKAGES = {"git": ["git"]}
+# Debian packages providing the commands a catalog entry's ``links`` point at.
+LINK_PACKAGES = {"rg": "ripgrep"}
+# A package built from source travels in the npm cache folder (/build/npm-cache in the build).
+PACKED = "server-package.tgz"
 # Where a pip server's resolution pins (``exclude_newer``) travel into the build: the wheels
 # folder is copied to /build/wheels, and SERVER_EXTRA passes them to pip as constraints.
 CONSTRAINTS = "server-constraints.txt"
@@ -227,7 +228,12 @@ def server_build_args(target: str) -> dict[str, str]:
         "SERVER_EXTRA": " ".join(extra),
         "SERVER_ARGS": json.dumps(entry.get("args", [])),
         "SERVER_CWD": entry.get("cwd") or "{data_dir}",
-        "SERVER_APT_PACKAGES": " ".join(SYSTEM_PACKAGES.get(name, [])),
+        "SERVER_APT_PACKAGES": " ".join(
+            [*SYSTEM_PACKAGES.get(name, []), *(LINK_PACKAGES[c] for c in pkg.get("links", {}).values())]
+        ),
+        "SERVER_NPM_SPEC": f"/build/npm-cache/{PACKED}" if pkg.get("source") else "",
+        "SERVER_LINKS": json.dumps(pkg.get("links", {})),
+        "SERVER_PATH_ALIASES": json.dumps(entry.get("path_aliases", {})),
         "MCP_PROXY_VERSION": proxy["version"],
         "MCP_PROXY_EXTRA": " ".join(proxy["extra"]),
     }
@@ -284,9 +290,30 @@ def dockerfile(target: str) -> Path:
     return path
 
 
+def _packed_from_source(entry: dict[str, Any], dest: Path) -> Path:
+    """The entry's npm package built from its pinned source (``atlas servers install``'s own
+    build: the source archive in ``$ATLAS_SOURCE_ARCHIVES`` checked by sha256, else the commit
+    fetched upstream), packed to ``dest``."""
+    from atlasrun.errors import AtlasError
+    from atlasrun.servers.catalog import Package
+    from atlasrun.servers.source import build_from_source
+
+    with tempfile.TemporaryDirectory(prefix="atlasrun-source-") as work:
+        try:
+            packed = build_from_source(
+                entry["name"], Package.model_validate(entry["package"]), Path(work), print
+            )
+        except AtlasError as exc:
+            raise ContextError(str(exc)) from exc
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(packed, dest)
+    return dest
+
+
 def _npm_cache(dest: Path, package: str, version: str) -> None:
-    """Fill an npm cache with ``package@version`` and its dependency tree (tarballs and
-    metadata), so ``npm install --offline --cache <dest>`` works inside the build."""
+    """Fill an npm cache with ``package@version`` (``version`` empty: ``package`` is a packed
+    tarball) and its dependency tree (tarballs and metadata), so ``npm install --offline --cache
+    <dest>`` works inside the build."""
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="atlasrun-npm-") as tmp:
         _run(
@@ -302,7 +329,7 @@ def _npm_cache(dest: Path, package: str, version: str) -> None:
                 "--no-fund",
                 "--no-update-notifier",
                 "--ignore-scripts",
-                f"{package}@{version}",
+                f"{package}@{version}" if version else package,
             ]
         )
 
@@ -336,9 +363,12 @@ def prepare(target: str, ctx: Path) -> dict[str, str]:
                 download_wheels(wheels, ["--no-deps", *pins])
             else:
                 download_wheels(wheels, wanted)
+        elif entry["package"].get("source"):
+            _npm_cache(npm, str(_packed_from_source(entry, npm / PACKED)), "")
         else:
             _npm_cache(npm, args["SERVER_PACKAGE"], args["SERVER_VERSION"])
-        shutil.copy2(IMAGES / "mcp-server" / "sidecar.py", ctx / "sidecar.py")
+        for script in ("sidecar.py", "make_links.py"):
+            shutil.copy2(IMAGES / "mcp-server" / script, ctx / script)
     (ctx / "build-args").write_text("".join(f"{k}={v}\n" for k, v in args.items()))
     (ctx / "wheels.txt").write_text("".join(f"{w.name}\n" for w in sorted(wheels.glob("*.whl"))))
     return args

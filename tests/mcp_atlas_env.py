@@ -647,3 +647,12 @@ def _main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
+
+
+# desktop-commander's get_config holds a random id drawn at install and usage counters with times:
+# they differ between any two starts of the server, on either side.
+CONFIG_NOISE = re.compile(r'"clientId": "[0-9a-f-]+"|"usageStats": \{.*?\n  \}', re.S)
+
+
+def without_config_noise(text: str) -> str:
+    return CONFIG_NOISE.sub("<masked>", text)

@@ -238,8 +238,6 @@ def test_mcp_atlas_catalog_matches_mcp_atlas_environment(
 SAMPLE = mcp_atlas_env.VENDOR / "mcp-atlas-619939a-sample_tasks.csv"
 # The sample's tasks that need no network (FACTS.md; e5f6d7c8b9 needs a clone from GitHub).
 OFFLINE_SAMPLE = ["a0b1c2d3e4", "5c6d7e8f9a", "4b5c6d7e8f", "9d0e1f2a3b", "c6d7e8f9a0"]
-# desktop-commander's config holds a random id drawn at install and usage counters with times.
-CONFIG_NOISE = re.compile(r'"clientId": "[0-9a-f-]+"|"usageStats": \{.*?\n  \}', re.S)
 
 
 @pytest.mark.skipif(not SAMPLE.exists(), reason=f"MCP-Atlas's sample tasks not at {SAMPLE}")
@@ -270,7 +268,7 @@ def test_sample_tasks_reference_calls_match_mcp_atlas_environment(
     drifted = same = 0
     unexplained = []
     for (task, name, arguments, recorded), a, b in zip(calls, theirs, ours, strict=True):
-        clean_a, clean_b = CONFIG_NOISE.sub("<masked>", a), CONFIG_NOISE.sub("<masked>", b)
+        clean_a, clean_b = mcp_atlas_env.without_config_noise(a), mcp_atlas_env.without_config_noise(b)
         if clean_a != clean_b:
             unexplained.append(
                 f"{task} {name} {json.dumps(arguments)[:80]}\n  MCP-Atlas: {a[:200]!r}\n  AtlasRun:  {b[:200]!r}"

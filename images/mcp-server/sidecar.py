@@ -14,6 +14,9 @@ here, at start-up, so one image works for any ``dataMount``:
 - ``{scratch_dir}`` -> ``$TMPDIR`` (default ``/tmp``)
 - ``{port}``        -> ``$ATLAS_SERVER_PORT``
 
+The entry's ``path_aliases`` (``{"python": "python3"}``: commands the server runs under another
+name) become links in ``$TMPDIR/.atlas-path``, put first on the server's PATH.
+
 ``ATLAS_SIDECAR_SPEC`` and ``ATLAS_MCP_PROXY`` move the spec and mcp-proxy (for tests outside
 the image). The whole container environment is passed to the server (``--pass-environment``): the pod
 spec carries the catalog entry's ``env`` and the server's secrets. Nothing is written
@@ -25,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 
 SPEC = os.environ.get("ATLAS_SIDECAR_SPEC", "/opt/server/server.json")
@@ -35,6 +39,21 @@ _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
 def fail(message: str) -> None:
     print(f"atlas-mcp-sidecar: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def _alias_dir(aliases: dict[str, str], scratch: str) -> str:
+    """A directory of links ``alias -> the command found on PATH`` (the server's ``path_aliases``)."""
+    directory = os.path.join(scratch, ".atlas-path")
+    os.makedirs(directory, exist_ok=True)
+    for alias, command in aliases.items():
+        found = shutil.which(command)
+        if found is None:
+            fail(f"path alias {alias} -> {command}: no {command} on PATH")
+        link = os.path.join(directory, alias)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(found, link)
+    return directory
 
 
 def main(argv: list[str]) -> None:
@@ -63,6 +82,11 @@ def main(argv: list[str]) -> None:
         fail(
             f"the server's working directory {cwd} does not exist (mount the data volume there "
             "or set ATLAS_DATA_DIR)"
+        )
+    aliases = spec.get("path_aliases") or {}
+    if aliases:
+        os.environ["PATH"] = (
+            _alias_dir(aliases, values["scratch_dir"]) + os.pathsep + os.environ.get("PATH", "")
         )
     host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
     log_level = os.environ.get("ATLAS_PROXY_LOG_LEVEL", "WARNING")

@@ -2,14 +2,16 @@
 
 The cluster example ``examples/mcp-atlas-cluster`` run as its docs say: MCP-Atlas's ``/data``
 (``atlas init-workspace --catalog mcp-atlas``) packed into a ConfigMap and unpacked into a PVC by
-its Job, the sample file's offline tasks that need no source-built server (5c6d7e8f9a: filesystem and
-calculator; 4b5c6d7e8f: calculator; c6d7e8f9a0: memory and filesystem) as a CSV ConfigMap, the run
+its Job, the sample file's five offline tasks (5c6d7e8f9a: filesystem and calculator; 4b5c6d7e8f:
+calculator; c6d7e8f9a0: memory and filesystem; 9d0e1f2a3b: filesystem and desktop-commander, built
+from its pinned source; a0b1c2d3e4: desktop-commander and mcp-server-code-runner) as a CSV ConfigMap, the run
 pinned by ``python -m images.archives pin`` to the ``mcp-atlas-<server>`` sidecar images built by
 images/build.sh. Only the values a user sets are replaced (the model endpoint: a scripted model on
 the node's bridge that calls each task's reference trajectory; S3: moto on the same address).
 
 The same tasks then run locally (``atlas run``, same catalog, same /data, same scripted model): every
-tool result in the pods' transcripts must be the local one, text for text. Fresh /data per pod is
+tool result in the pods' transcripts must be the local one, text for text (desktop-commander's
+random client id and usage times masked, as in the parity test). Fresh /data per pod is
 the operator's data seeding (``spec.cluster.dataVolume``), not part of this check.
 """
 
@@ -35,15 +37,15 @@ from cluster.controlplane import ControlPlane, wait_for
 from cluster.node import Node, node_cluster  # noqa: F401  (fixture)
 from cluster.node_run import GROUP_PATH, PodRecorder, host_operator, images_or_skip
 from cluster.tenant import BUCKET, install_crd, prepare_tenant, s3_bucket
+from mcp_atlas_env import VENDOR, without_config_noise
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(1800)]
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "mcp-atlas-cluster"
-VENDOR = Path(os.environ.get("ATLAS_SOURCE_ARCHIVES") or "/work/shared/vendor")  # as the Makefile sets it
 SAMPLE = VENDOR / "mcp-atlas-619939a-sample_tasks.csv"
 NAMESPACE = "mcp-atlas"
 MODEL_KEY = "sk-mcp-atlas-node-secret"
-SERVERS = ("filesystem", "memory", "calculator")
+SERVERS = ("filesystem", "memory", "calculator", "desktop-commander", "mcp-server-code-runner")
 TARGETS = ("runner", *(f"mcp-atlas-{s}" for s in SERVERS))
 
 
@@ -256,9 +258,9 @@ def test_mcp_atlas_sample_tasks_run_in_pods_with_the_local_tool_outputs(
     for task in tasks:
         calls = [c.name for turn in task.reference_trajectory for c in turn.calls]
         assert [n for n, _ in in_pods[task.id]] == calls, task.id
-        assert in_pods[task.id] == local[task.id], (
-            f"{task.id}: the pods' tool outputs differ from the local run's"
-        )
+        assert [(n, without_config_noise(t)) for n, t in in_pods[task.id]] == [
+            (n, without_config_noise(t)) for n, t in local[task.id]
+        ], f"{task.id}: the pods' tool outputs differ from the local run's"
         assert not any(text.startswith('{"detail"') for _, text in in_pods[task.id]), in_pods[task.id]
     # MCP-Atlas's /data as the servers see it in the pods: the filesystem server's root and the
     # memory server's graph from MCP-Atlas's memories file.
