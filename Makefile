@@ -16,7 +16,7 @@ help:
 	@echo "make check  - lint, format, import layers, types and the unit tests (no servers, cluster or network)"
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make bench  - harness overhead, server start-up and throughput vs. a floor measured in the same run"
-	@echo "make fuzz   - atlas validate on 6,000 seeded mutations of task and run files; prints the counts"
+	@echo "make fuzz   - 6,000 seeded hostile cases (task/run files, special files, YAML tags, bad Unicode, huge/nested values, damaged results dirs); prints the counts"
 
 $(DEPS_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,7 +47,7 @@ demo: servers sandbox-deps
 	$(BIN)/atlas diagnose runs/demo
 	$(BIN)/atlas report runs/demo
 
-# bubblewrap (bwrap) sandboxes every local MCP server (README "Sandbox"); without it the
+# bubblewrap (bwrap) sandboxes every local MCP server (docs/security.md); without it the
 # servers that execute code refuse to start unless --unsafe-host-exec is given.
 sandbox-deps:
 	@command -v bwrap >/dev/null 2>&1 && command -v rg >/dev/null 2>&1 || { \
@@ -160,7 +160,7 @@ bench-operator: venv controlplane chart-tools
 	$(BIN)/python bench/operator_load.py --sweep $(SWEEP) $(if $(KCM_QPS),--kcm-qps $(KCM_QPS))
 
 # Seeded (same cases every time): 0 tracebacks, 0 hangs, every error naming file, row and field.
-# The test suite runs 500 of the same cases (tests/test_fuzz.py).
+# The test suite runs 480 of the same cases, 40 per class (tests/test_fuzz.py).
 fuzz: venv
 	$(BIN)/python tests/fuzz/fuzz_validate.py --cases $(or $(FUZZ_CASES),6000)
 

@@ -24,7 +24,7 @@ _.schema_version
 _.agent  # transcript
 _.started_s  # transcript, tool-call records
 _.truncated  # tool-call records, termination messages
-_.infra  # termination messages (cluster/records.py)
+_.infra  # termination messages (cluster/wire/records.py)
 _.imported_from  # run.json
 _.api_version  # the run file's apiVersion
 _.excluded_by_kind  # summary.json
@@ -43,7 +43,7 @@ _.mean_schema_compliance
 _.mean_execution_success
 _.mean_turns
 _.mean_tokens
-_.last_transition_time  # AtlasRun status (cluster/crd.py: the CRD's status schema)
+_.last_transition_time  # AtlasRun status (cluster/operator/crd.py: the CRD's status schema)
 _.observed_generation
 _.coverage_sum
 _.excluded_items
@@ -52,29 +52,27 @@ _.start_time
 _.completion_time
 
 # -- frameworks calling by name
-_.run_event  # cluster/operator.py: kopf handlers (registered by decorator)
-_.do_POST  # testing/scripted_provider.py: http.server's handler hooks
+_.run_event  # cluster/operator/main.py: kopf handlers (registered by decorator)
+_.do_POST  # testing/scripted_provider.py, reports/view/server.py: http.server's handler hooks
+_.do_GET
+_.do_HEAD
+_.handle_error
+_.server_version
+_.sys_version
 _.log_message
 _.protocol_version
 _.daemon_threads
-_.ignore_aliases  # cluster/crd.py: yaml.SafeDumper hook
+_.ignore_aliases  # cluster/operator/crd.py: yaml.SafeDumper hook
+_._one_data_root  # runspec/run.py: a pydantic model validator
 _.suppress_debug_info  # provider.py: litellm module settings
 _.telemetry
 __getattr__  # diagnostics/__init__.py: PEP 562 lazy module attributes
-_.collect  # cluster/metrics.py: prometheus_client's Collector protocol (called at each scrape)
-_.describe  # cluster/metrics.py: the Collector protocol (called at registration)
-
-# -- written, not yet wired into the operator (the platform branch wires policy/placement/egress)
-_.ANNOTATION  # cluster/egress.py
-_.declared_egress
-_.apply_job_placement  # cluster/placement.py
-_.chart_defaults
+_.collect  # cluster/operator/metrics.py: prometheus_client's Collector protocol (called at each scrape)
+_.describe  # cluster/operator/metrics.py: the Collector protocol (called at registration)
 
 # -- library helpers exercised directly by the tests (no production caller today)
-_.is_pinned  # cluster/images.py (tests/test_cluster_manifests.py)
-_.download  # cluster/store.py (tests/test_run_task.py); read_json, list_keys: object-store reads
-_.read_json
-_.list_keys
+_.is_pinned  # cluster/operator/images.py (tests/test_images.py: Dockerfile FROMs and images.lock)
+_.settings_table  # cluster/operator/settings.py: docs/architecture.md's table (tests/test_operator_settings.py)
 _.build_report  # reports/html.py (tests/test_report.py)
 _.is_installed  # servers/install.py (tests/test_server_install.py)
 _.uses  # servers/catalog.py (tests/test_server_install.py)

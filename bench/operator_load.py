@@ -42,17 +42,16 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 import httpx  # noqa: E402
 import yaml  # noqa: E402
 
-from atlasrun.cluster.contract import (  # noqa: E402
+from atlasrun.cluster.operator.manifests import render_job  # noqa: E402
+from atlasrun.cluster.operator.reconcile import PlannedTask, plan_chunks  # noqa: E402
+from atlasrun.cluster.wire.contract import (  # noqa: E402
     ANNOTATION_INDEX,
-    BATCH,
     ENV_WORK_UNIT,
     ChunkPlan,
     PlanRef,
     TasksRef,
     WorkUnit,
 )
-from atlasrun.cluster.manifests import render_job  # noqa: E402
-from atlasrun.cluster.reconcile import PlannedTask, plan_chunks  # noqa: E402
 from atlasrun.runspec.run import RunSpecBody  # noqa: E402
 from atlasrun.servers.catalog import load_catalog  # noqa: E402
 from cluster.controlplane import ControlPlane, wait_for  # noqa: E402
@@ -140,7 +139,9 @@ def instant_finish(pod: dict[str, Any]) -> tuple[int, str]:
     items = len(unit.positions(index))
     if items == 1:
         return 0, json.dumps(SCORED)
-    return 0, json.dumps({"status": BATCH, "exit_code": 0, "items": [SCORED] * items}, separators=(",", ":"))
+    return 0, json.dumps(
+        {"status": "batch", "exit_code": 0, "items": [SCORED] * items}, separators=(",", ":")
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -356,7 +357,7 @@ def main() -> None:
                     "run",
                     "--standalone",
                     "-m",
-                    "atlasrun.cluster.operator",
+                    "atlasrun.cluster.operator.main",
                     "--namespace",
                     NAMESPACE,
                 ],

@@ -150,7 +150,7 @@ def test_tools_are_pinned_and_idempotent(helm: Path, prom_tools: Any) -> None:
 
 
 def test_chart_crd_is_the_generated_crd() -> None:
-    """crds/ in the chart is a copy of crds/atlasrun.yaml (`python -m atlasrun.cluster.crd`)."""
+    """crds/ in the chart is a copy of crds/atlasrun.yaml (`python -m atlasrun.cluster.operator.crd`)."""
     chart_crd = (CHART / "crds" / "atlasrun.yaml").read_text()
     assert chart_crd == (ROOT / "crds" / "atlasrun.yaml").read_text(), (
         "charts/atlasrun/crds/atlasrun.yaml is stale: cp crds/atlasrun.yaml charts/atlasrun/crds/"
@@ -196,7 +196,7 @@ def test_images_lock_pins_install(helm: Path) -> None:
     )
     c = container(docs)
     assert c["image"] == operator
-    assert {"name": "ATLAS_RUNNER_IMAGE", "value": runner} in c["env"]
+    assert {"name": "ATLASRUN_RUNNER_IMAGE", "value": runner} in c["env"]
 
 
 @pytest.mark.parametrize(
@@ -300,14 +300,14 @@ def test_deployment_is_locked_down_and_pinned(
     assert c["resources"]["requests"] and c["resources"]["limits"]
     assert c["command"] == ["kopf"]
     args = c["args"]
-    assert args[:3] == ["run", "--module=atlasrun.cluster.operator", "--standalone"]
+    assert args[:3] == ["run", "--module=atlasrun.cluster.operator.main", "--standalone"]
     assert "--liveness=http://0.0.0.0:8081/healthz" in args
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"metrics": 8080, "health": 8081}
     for probe in ("livenessProbe", "startupProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     env = {e["name"]: e.get("value") for e in c["env"]}
-    assert env["ATLAS_METRICS_PORT"] == "8080"
+    assert env["ATLASRUN_METRICS_PORT"] == "8080"
     if variant == "namespaced":
         assert [a for a in args if a.startswith("--namespace")] == [
             "--namespace=evals-a",
@@ -317,10 +317,10 @@ def test_deployment_is_locked_down_and_pinned(
     else:
         assert "--all-namespaces" in args and not any(a.startswith("--namespace") for a in args)
     if variant == "monitoring":
-        assert env["ATLAS_RUNNER_IMAGE"] == f"ghcr.io/atlasrun/runner@{DIGEST}"
-        assert env["ATLAS_S3_ENDPOINT"] == "http://minio.minio.svc:9000"
+        assert env["ATLASRUN_RUNNER_IMAGE"] == f"ghcr.io/atlasrun/runner@{DIGEST}"
+        assert env["ATLASRUN_S3_ENDPOINT"] == "http://minio.minio.svc:9000"
     else:
-        assert "ATLAS_RUNNER_IMAGE" not in env and "ATLAS_S3_ENDPOINT" not in env
+        assert "ATLASRUN_RUNNER_IMAGE" not in env and "ATLASRUN_S3_ENDPOINT" not in env
     service = one(docs, "Service")
     assert service["metadata"]["name"] == METRICS_JOB
     assert service["spec"]["ports"] == [
@@ -472,10 +472,8 @@ _VERBS = {
 
 def test_rbac_covers_every_api_call_of_the_operator(rendered: dict[str, list[dict[str, Any]]]) -> None:
     """The Kubernetes API calls of the operator (beyond kopf's own, listed in EXPECTED_RULES) are granted."""
-    cluster = ROOT / "operator" / "atlasrun" / "cluster"
-    source = "\n".join(
-        (cluster / f).read_text() for f in ("operator.py", "observe.py", "act.py", "leader.py")
-    )
+    cluster = ROOT / "operator" / "atlasrun" / "cluster" / "operator"
+    source = "\n".join((cluster / f).read_text() for f in ("main.py", "observe.py", "act.py", "leader.py"))
     calls = _CALL.findall(source)
     assert calls, "no API calls found: has the operator's client usage changed?"
     (role,) = [r for r in of_kind(rendered["cilium"], "ClusterRole") if r["metadata"]["name"] == FULLNAME]
@@ -710,8 +708,8 @@ def test_installed_chart_runs_the_operator_with_its_own_rbac(
         **os.environ,
         **from_configmaps,
         **{e["name"]: e["value"] for e in c["env"]},
-        "ATLAS_METRICS_PORT": str(metrics_port),
-        "ATLAS_RECONCILE_INTERVAL": "1",
+        "ATLASRUN_METRICS_PORT": str(metrics_port),
+        "ATLASRUN_MIN_PASS_INTERVAL": "1",
         "HOME": str(tmp_path),
         "KUBECONFIG": str(cp.token_kubeconfig(cp.service_account_token(NAMESPACE, FULLNAME))),
     }

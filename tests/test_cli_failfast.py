@@ -36,6 +36,7 @@ def run_file(tmp_path: Path, models: list[dict[str, Any]], **spec: Any) -> Path:
         [SUM_TASK, {**SUM_TASK, "id": "sum-again", "prompt": "Add up the numbers in /data/numbers.txt."}],
     )
     spec.setdefault("limits", {"retryBackoffSeconds": 0})
+    spec.setdefault("emptyDataDir", True)  # the tests that need the data pass --data-dir
     return write_run(tmp_path / "run.yaml", tasks, models, **spec)
 
 
@@ -78,7 +79,11 @@ def test_provider_key_variable_and_unroutable_model_are_named(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     "status,expect",
-    [(401, "the key was refused"), (404, "does not know this model"), (400, "refused the request")],
+    [
+        (401, "wants a key and none was sent: name its variable with apiKeyEnv / --api-key-env"),
+        (404, "does not know this model"),
+        (400, "refused the request"),
+    ],
 )
 @pytest.mark.heavy
 def test_preflight_call_is_not_retried_on_auth_model_or_request_errors(

@@ -19,11 +19,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from atlasrun.cluster import crd as crd_module
-from atlasrun.cluster.contract import EXIT_INPUT, LABEL_QUEUE, TasksRef, WorkUnit
-from atlasrun.cluster.crd import RunStatus, build_crd, render_yaml
-from atlasrun.cluster.images import is_pinned, servers_used, unpinned_images
-from atlasrun.cluster.manifests import (
+from atlasrun.cluster.operator import crd as crd_module
+from atlasrun.cluster.operator.crd import RunStatus, build_crd, render_yaml
+from atlasrun.cluster.operator.images import is_pinned, servers_used, unpinned_images
+from atlasrun.cluster.operator.manifests import (
     LABEL_RUN,
     api_key_env,
     job_name,
@@ -31,6 +30,7 @@ from atlasrun.cluster.manifests import (
     render_job,
     render_network_policy,
 )
+from atlasrun.cluster.wire.contract import EXIT_INPUT, LABEL_QUEUE, TasksRef, WorkUnit
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog, Egress, ServerSpec
@@ -478,7 +478,7 @@ def _spec_schema() -> dict[str, Any]:
 def test_committed_crd_matches_the_code() -> None:
     committed = (ROOT / "crds" / "atlasrun.yaml").read_text()
     assert committed == render_yaml(), (
-        "crds/atlasrun.yaml is stale: python -m atlasrun.cluster.crd > crds/atlasrun.yaml"
+        "crds/atlasrun.yaml is stale: python -m atlasrun.cluster.operator.crd > crds/atlasrun.yaml"
     )
     assert yaml.safe_load(committed) == build_crd()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from atlasrun.cluster.crd import build_crd
+from atlasrun.cluster.operator.crd import build_crd
 
 
 def undocumented(node: dict[str, Any], path: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Egress derivation (atlasrun.cluster.egress): every destination of a run from its spec."""
+"""Egress derivation (atlasrun.cluster.operator.egress): every destination of a run from its spec."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from atlasrun.cluster.egress import ANNOTATION, ENV_VAR, KUBE_DNS, RunEgress, annotation, declared_egress
+from atlasrun.cluster.operator.egress import (
+    ENV_VAR,
+    KUBE_DNS,
+    RunEgress,
+    annotation,
+    declared_egress,
+)
+from atlasrun.cluster.wire.contract import ANNOTATION_EGRESS as ANNOTATION
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Egress, ServerSpec
@@ -64,7 +71,7 @@ def _run(**cluster: object) -> RunSpecBody:
 
 
 def test_network_policy_rules_come_from_the_derived_destinations() -> None:
-    from atlasrun.cluster.manifests import render_network_policy
+    from atlasrun.cluster.operator.manifests import render_network_policy
 
     server = ServerSpec(name="web", command="x", egress=Egress(cidrs=["203.0.113.0/24"], ports=[8443]))
     policy = render_network_policy("r", "ns", "uid", _run(), [server], s3_endpoint="http://10.0.0.9:9000")
@@ -93,7 +100,7 @@ def test_network_policy_rules_come_from_the_derived_destinations() -> None:
 
 
 def test_chart_run_egress_sets_dns_peers_and_the_object_store() -> None:
-    from atlasrun.cluster.manifests import render_network_policy
+    from atlasrun.cluster.operator.manifests import render_network_policy
 
     openshift_dns = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openshift-dns"}},
@@ -113,7 +120,7 @@ def test_chart_run_egress_sets_dns_peers_and_the_object_store() -> None:
 
 
 def test_cilium_policy_uses_the_same_dns_and_object_store_values() -> None:
-    from atlasrun.cluster.manifests import render_network_policy
+    from atlasrun.cluster.operator.manifests import render_network_policy
 
     values = {
         "dns": [
@@ -159,8 +166,8 @@ def test_cilium_policy_uses_the_same_dns_and_object_store_values() -> None:
 
 
 def test_an_unusable_api_base_blocks_the_run_before_anything_is_rendered() -> None:
-    from atlasrun.cluster.observe import Observer
-    from atlasrun.cluster.reconcile import decide
+    from atlasrun.cluster.operator.observe import Observer
+    from atlasrun.cluster.operator.reconcile import decide
 
     run = {
         "metadata": {"name": "r", "namespace": "ns", "uid": "u", "generation": 1},
@@ -170,7 +177,7 @@ def test_an_unusable_api_base_blocks_the_run_before_anything_is_rendered() -> No
             "cluster": {"runnerImage": "ghcr.io/x/runner@sha256:" + "a" * 64},
         },
     }
-    snapshot, _ = Observer().snapshot(run)
+    snapshot = Observer().snapshot(run)
     d = decide(snapshot)
     blocked = next(c for c in d.status["conditions"] if c["type"] == "Blocked")
     assert d.phase == "Blocked" and blocked["reason"] == "InvalidSpec"

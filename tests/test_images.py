@@ -28,8 +28,8 @@ import yaml
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from atlasrun.cluster.images import is_pinned
-from atlasrun.cluster.manifests import UID
+from atlasrun.cluster.operator.images import is_pinned
+from atlasrun.cluster.operator.manifests import UID
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.install import install_dir
 from atlasrun.servers.instance import free_port
@@ -234,7 +234,7 @@ def test_runner_and_operator_commands_match_what_the_cluster_runs() -> None:
         "run",
         "--standalone",
         "-m",
-        "atlasrun.cluster.operator",
+        "atlasrun.cluster.operator.main",
         "--all-namespaces",
         "--liveness=http://0.0.0.0:8081/healthz",
     ]

@@ -1,6 +1,6 @@
 """images/archives.py without buildah: the run file made ready from images.lock (``pin``) and the
 content key that decides whether an image is rebuilt. The build and push themselves run in
-tests/cluster/test_node_quickstart.py (the README's ``make images PUSH=...``)."""
+tests/cluster/test_node_quickstart.py (docs/cluster.md's ``make images PUSH=...``)."""
 
 from __future__ import annotations
 

@@ -124,7 +124,9 @@ def test_import_export_import_round_trip(
         ("t1-2", "calculator_calculate", {"expression": "1+1"}, "2", False),
         ("t1-3", "calculator_calculate", "{bad", "invalid expression", True),
     ]
-    assert "3 not yet judged" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"imported 3 row(s), rejected 0; 3 unscored (judge them: atlas rescore {tmp_path / 'a'}" in printed
+    assert "with imported scores" not in printed
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["models"]["gpt-x"]["errored"] == 3
 
     exported = tmp_path / "exported.csv"
@@ -223,7 +225,15 @@ def test_scores_are_imported_exported_and_unjudged_rows_rescored(tmp_path: Path,
     exported = tmp_path / "exported.csv"
     assert main(["export-atlas", str(out), "--out", str(exported)]) == 0
     rows = {r["task_id"]: r for r in read_csv(exported)}
-    assert list(rows["t1"]) == ["task_id", "raw_conversation_history", "response", "coverage_score", "pass"]
+    assert list(rows["t1"]) == [
+        "task_id",
+        "raw_conversation_history",
+        "response",
+        "coverage_score",
+        "pass",
+        "judge",
+    ]
+    assert rows["t1"]["judge"] == "mcp-atlas" and rows["t3"]["judge"] == ""
     assert (rows["t1"]["coverage_score"], rows["t1"]["pass"]) == ("0.75", "True")
     assert (rows["t4"]["coverage_score"], rows["t4"]["pass"]) == ("0.25", "False")
     assert (rows["t3"]["coverage_score"], rows["t3"]["pass"]) == ("", "")

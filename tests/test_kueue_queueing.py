@@ -1,4 +1,4 @@
-"""Kueue Workloads -> the run's Blocked/QuotaPending condition (atlasrun.cluster.queueing).
+"""Kueue Workloads -> the run's Blocked/QuotaPending condition (atlasrun.cluster.operator.queueing).
 
 The Workload documents have the shape Kueue v0.15 writes (the real thing is exercised in
 tests/cluster/test_kueue_admission.py)."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from atlasrun.cluster.queueing import (
+from atlasrun.cluster.operator.queueing import (
     DEFAULT_QUEUE_ENV,
     QUOTA_PENDING,
     default_queue,
@@ -65,7 +65,7 @@ def test_several_waiting_jobs_are_counted() -> None:
 
 
 def test_deactivated_workloads_of_the_runs_jobs_are_named_for_reactivation() -> None:
-    from atlasrun.cluster.queueing import inactive, owned
+    from atlasrun.cluster.operator.queueing import inactive, owned
 
     off = workload("r-m-c0")
     off["spec"]["active"] = False

@@ -1,4 +1,4 @@
-"""The operator's metrics (``atlasrun.cluster.metrics``), read the way Prometheus reads them: the
+"""The operator's metrics (``atlasrun.cluster.operator.metrics``), read the way Prometheus reads them: the
 exposition text of a real exporter on 127.0.0.1, parsed with prometheus_client's own parser.
 
 - Usage travels from a task result through the pod's termination summary, the operator's outcome
@@ -6,7 +6,7 @@ exposition text of a real exporter on 127.0.0.1, parsed with prometheus_client's
   errors by kind, tool errors by server).
 - A deleted run leaves no series; a restarted operator exports the same finished counts from the
   same status; a standby replica exports no per-run series.
-- The README's metrics table is what the exporter exports (name, type, labels).
+- The metrics table of docs/metrics.md is what the exporter exports (name, type, labels).
 
 The chart's alerts and dashboards against a real Prometheus: tests/test_metrics_chart.py and
 tests/cluster/test_metrics_operator.py.
@@ -15,6 +15,7 @@ tests/cluster/test_metrics_operator.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -28,18 +29,22 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
-from atlasrun.cluster import usage
-from atlasrun.cluster.metrics import RUN_FAMILIES, Metrics
-from atlasrun.cluster.reconcile import JobObs, record
-from atlasrun.cluster.records import read_summary
-from atlasrun.cluster.runtask import compact, summary
+from atlasrun.cluster.operator.metrics import RUN_FAMILIES, Metrics
+from atlasrun.cluster.operator.outcomes import Outcome
+from atlasrun.cluster.operator.outcomes import outcome_of as record
+from atlasrun.cluster.operator.reconcile import JobObs
+from atlasrun.cluster.pod.runtask import summary
+from atlasrun.cluster.pod.termination import compact
+from atlasrun.cluster.wire import usage
+from atlasrun.cluster.wire.records import read_summary
+from atlasrun.cluster.wire.usage import ItemUsage
 from atlasrun.provider import Endpoint, complete
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.stats import wilson
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-README = Path(__file__).resolve().parents[1] / "README.md"
+METRICS_DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 Sample = tuple[str, tuple[tuple[str, str], ...]]
 
 
@@ -121,23 +126,23 @@ def result_with_transcript(**fields: Any) -> TaskResult:
     )
 
 
-def status_from(outcomes: list[dict[str, Any]], total: int) -> dict[str, Any]:
+def status_from(outcomes: list[Outcome], total: int) -> dict[str, Any]:
     """A model's status counts as ``reconcile`` folds them (the same ``usage.fold``)."""
-    spent: dict[str, Any] | None = None
+    spent = usage.ModelUsage()
     for outcome in outcomes:
-        spent = usage.fold(spent, outcome)
-    scored = [o for o in outcomes if o["s"] == "scored"]
+        spent = usage.fold(spent, outcome.usage, outcome.error)
+    scored = [o for o in outcomes if o.status == "scored"]
     return {
         "total": total,
         "pending": total - len(outcomes),
         "running": 0,
         "scored": len(scored),
-        "passed": sum(1 for o in scored if o["p"]),
-        "failed": sum(1 for o in scored if not o["p"]),
-        "errored": sum(1 for o in outcomes if o["s"] == "error"),
-        "excluded": sum(1 for o in outcomes if o["s"] == "excluded"),
-        "coverageSum": sum(o["c"] or 0 for o in scored),
-        "usage": spent,
+        "passed": sum(1 for o in scored if o.passed),
+        "failed": sum(1 for o in scored if not o.passed),
+        "errored": sum(1 for o in outcomes if o.status == "error"),
+        "excluded": sum(1 for o in outcomes if o.status == "excluded"),
+        "coverageSum": sum(o.coverage or 0 for o in scored),
+        "usage": spent.model_dump(by_alias=True),
     }
 
 
@@ -203,12 +208,12 @@ def test_usage_fits_the_termination_message_whatever_the_transcript() -> None:
     text = compact(summary(result, None, 3))
     assert len(text.encode()) <= 4000
     outcome = record(read_summary(text, "test"), "gpt", True)
-    assert outcome["u"]["rl"] == 2 and len(outcome["u"]["te"]) == usage.MAX_TOOL_ERROR_KEYS
+    assert outcome.usage.rate_limited == 2 and len(outcome.usage.tool_errors) == usage.MAX_TOOL_ERROR_KEYS
 
 
 def test_an_unknown_error_kind_is_counted_as_other() -> None:
-    spent = usage.fold(None, {"s": "error", "k": "something-new"})
-    assert spent["errors"] == {"other": 1}
+    spent = usage.fold(usage.ModelUsage(), usage.ItemUsage(), "something-new")
+    assert spent.errors == {"other": 1}
 
 
 def test_rate_limited_answers_are_counted_through_litellm() -> None:
@@ -237,7 +242,9 @@ def test_rate_limited_answers_are_counted_through_litellm() -> None:
 
 def test_a_deleted_run_leaves_no_series(exporter: Exporter) -> None:
     m = exporter.metrics
-    outcome = {"s": "scored", "p": True, "c": 1.0, "w": 3.0, "m": "gpt", "u": {"pt": 5}}
+    outcome = Outcome(
+        "scored", "gpt", passed=True, coverage=1.0, wall_s=3.0, usage=ItemUsage(prompt_tokens=5)
+    )
     for run in ("keep", "gone"):
         m.run_seen(run_object("team-a", run, "Running", {"gpt": status_from([outcome], 4)}))
         m.item_counted("team-a", run, outcome)
@@ -264,9 +271,9 @@ def test_a_deleted_run_leaves_no_series(exporter: Exporter) -> None:
 
 def test_the_same_status_gives_the_same_counts_after_a_restart() -> None:
     outcomes = [
-        {"s": "scored", "p": True, "c": 1.0, "m": "gpt", "u": {"pt": 10, "ct": 2, "usd": 0.5}},
-        {"s": "scored", "p": False, "c": 0.5, "m": "gpt"},
-        {"s": "error", "k": "provider", "m": "gpt", "u": {"rl": 3}},
+        Outcome("scored", "gpt", passed=True, coverage=1.0, usage=ItemUsage(10, 2, cost_usd=0.5)),
+        Outcome("scored", "gpt", passed=False, coverage=0.5),
+        Outcome("error", "gpt", error_kind="provider", usage=ItemUsage(rate_limited=3)),
     ]
     run = run_object("team-b", "long", "Running", {"gpt": status_from(outcomes, 6)})
     before, after = Exporter(), Exporter()  # the operator, then the operator after a restart
@@ -341,12 +348,12 @@ def test_pass_rate_interval_counts_tasks_not_repeats(exporter: Exporter) -> None
     )
 
 
-# ---------------------------------------------------------------- the README's table
+# ---------------------------------------------------------------- docs/metrics.md's table
 
 
 def readme_table() -> dict[str, tuple[str, tuple[str, ...]]]:
-    text = README.read_text()
-    section = text.split("### Metrics", 1)[1].split("\n#", 1)[0]
+    text = METRICS_DOC.read_text()
+    section = text.split("## The metrics", 1)[1].split("\n#", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -358,17 +365,25 @@ def readme_table() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 def test_readme_metrics_table_is_what_the_operator_exports(exporter: Exporter) -> None:
     m = exporter.metrics
-    outcome = {
-        "s": "error",
-        "k": "provider",
-        "w": 3.0,
-        "m": "gpt",
-        "u": {"pt": 1, "te": {"git/transport": 1}},
-    }
+    outcome = Outcome(
+        "error",
+        "gpt",
+        error_kind="provider",
+        wall_s=3.0,
+        usage=ItemUsage(prompt_tokens=1, tool_errors=(("git/transport", 1),)),
+    )
     m.run_seen(run_object("ns", "r", "Blocked", {"gpt": status_from([outcome], 2)}, blocked="QuotaExceeded"))
     m.run_seen(
         run_object(
-            "ns", "s", "Running", {"gpt": status_from([{**outcome, "s": "scored", "p": True, "c": 1}], 2)}
+            "ns",
+            "s",
+            "Running",
+            {
+                "gpt": status_from(
+                    [dataclasses.replace(outcome, status="scored", passed=True, coverage=1, error_kind=None)],
+                    2,
+                )
+            },
         )
     )
     m.item_counted("ns", "r", outcome)
@@ -378,10 +393,10 @@ def test_readme_metrics_table_is_what_the_operator_exports(exporter: Exporter) -
     exported = exporter.families()
     documented = readme_table()
     assert set(documented) == set(exported), (
-        f"README only: {sorted(set(documented) - set(exported))}; exported only: {sorted(set(exported) - set(documented))}"
+        f"docs/metrics.md only: {sorted(set(documented) - set(exported))}; exported only: {sorted(set(exported) - set(documented))}"
     )
     for name, (kind, labels) in exported.items():
         assert documented[name] == (kind, labels), (
-            f"README row of {name}: {documented[name]} != {(kind, labels)}"
+            f"docs/metrics.md row of {name}: {documented[name]} != {(kind, labels)}"
         )
     assert {n.removesuffix("_total") for n in exported} >= set(RUN_FAMILIES)

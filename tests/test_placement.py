@@ -1,4 +1,4 @@
-"""Placement overrides (atlasrun.cluster.placement) applied to a Job the renderer built."""
+"""Placement overrides (atlasrun.cluster.operator.placement) applied to a Job the renderer built."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from atlasrun.cluster.placement import (
+from atlasrun.cluster.operator.placement import (
     DEFAULTS_ENV,
     LABEL_QUEUE,
     apply_job_placement,
@@ -105,8 +105,8 @@ def test_chart_defaults_from_env() -> None:
 
 
 def test_render_job_layers_chart_run_and_model_placement_and_kueue() -> None:
-    from atlasrun.cluster.contract import TasksRef, WorkUnit
-    from atlasrun.cluster.manifests import render_job
+    from atlasrun.cluster.operator.manifests import render_job
+    from atlasrun.cluster.wire.contract import TasksRef, WorkUnit
 
     body = RunSpecBody.model_validate(
         {
@@ -182,8 +182,8 @@ def test_render_job_layers_chart_run_and_model_placement_and_kueue() -> None:
 
 def test_with_kueue_the_operator_never_unsuspends_a_job() -> None:
     """Kueue unsuspends a Job when it admits its Workload; the operator must not bypass the quota."""
-    from atlasrun.cluster.contract import TasksRef
-    from atlasrun.cluster.reconcile import JobObs, PlannedTask, Snapshot, TasksObs, decide
+    from atlasrun.cluster.operator.reconcile import JobObs, PlannedTask, Snapshot, TasksObs, decide
+    from atlasrun.cluster.wire.contract import TasksRef
 
     def snapshot(queue: str | None) -> Snapshot:
         spec = {"tasks": {"configMap": "t"}, "models": [{"name": "m"}], "cluster": {"itemsPerJob": 2}}

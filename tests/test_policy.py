@@ -1,4 +1,4 @@
-"""Tenancy policy (atlasrun.cluster.policy): violations name the spec field they concern."""
+"""Tenancy policy (atlasrun.cluster.operator.policy): violations name the spec field they concern."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from atlasrun.cluster.policy import ENV_VAR, Policy, blocked, check
+from atlasrun.cluster.operator.policy import ENV_VAR, Policy, blocked, check
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 
@@ -105,8 +105,9 @@ def test_unpinned_images_without_the_opt_out_are_left_to_the_operators_pin_check
 
 
 def test_observe_blocks_a_violating_run_before_any_api_call() -> None:
-    from atlasrun.cluster.observe import Observer, Settings
-    from atlasrun.cluster.reconcile import decide
+    from atlasrun.cluster.operator.observe import Observer
+    from atlasrun.cluster.operator.reconcile import decide
+    from atlasrun.cluster.operator.settings import OperatorSettings
 
     run = {
         "metadata": {"name": "r", "namespace": "ns", "uid": "u1", "generation": 1},
@@ -117,8 +118,8 @@ def test_observe_blocks_a_violating_run_before_any_api_call() -> None:
         },
     }
     policy = Policy(allowed_api_hosts=["api.openai.com"])
-    observer = Observer(settings=Settings(policy=policy))
-    snapshot, _ = observer.snapshot(run)
+    observer = Observer(settings=OperatorSettings(policy=policy))
+    snapshot = observer.snapshot(run)
     d = decide(snapshot)
     assert d.phase == "Blocked"
     blocked_condition = next(c for c in d.status["conditions"] if c["type"] == "Blocked")

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from atlasrun.cluster.contract import TasksRef
-from atlasrun.cluster.reconcile import (
+from atlasrun.cluster.operator.outcomes import Outcome, outcome_of
+from atlasrun.cluster.operator.reconcile import (
     Decision,
     JobObs,
     PlannedTask,
-    Record,
     Snapshot,
     TasksObs,
     budgets,
@@ -21,9 +20,9 @@ from atlasrun.cluster.reconcile import (
     format_ranges,
     parse_ranges,
     plan_chunks,
-    record,
 )
-from atlasrun.cluster.records import TaskSummary
+from atlasrun.cluster.wire.contract import TasksRef
+from atlasrun.cluster.wire.records import TaskSummary
 from atlasrun.runspec.run import RunSpecBody
 
 SHA = "ab" * 32
@@ -71,9 +70,9 @@ def scored(passed: bool = True, coverage: float = 1.0) -> dict[str, Any]:
     return {"status": "scored", "passed": passed, "coverage": coverage, "wall_s": 1.5}
 
 
-def outcome_of(summary: dict[str, Any], model: str, failed: bool) -> Record:
+def outcome_from(summary: dict[str, Any], model: str, failed: bool) -> Outcome:
     """The record of an attempt whose termination message is ``summary``."""
-    return record(TaskSummary.model_validate(summary), model, failed)
+    return outcome_of(TaskSummary.model_validate(summary), model, failed)
 
 
 def job(model: str, chunk: int, size: int = 2, **kw: Any) -> JobObs:
@@ -93,8 +92,8 @@ def finished(model: str, chunk: int, outcomes: dict[int, dict[str, Any]], size: 
         chunk,
         size,
         finished=True,
-        completed=frozenset(i for i, o in outcomes.items() if o["s"] != "error"),
-        failed_indexes=frozenset(i for i, o in outcomes.items() if o["s"] == "error"),
+        completed=frozenset(i for i, o in outcomes.items() if o.status != "error"),
+        failed_indexes=frozenset(i for i, o in outcomes.items() if o.status == "error"),
         outcomes=outcomes,
     )
 
@@ -160,7 +159,7 @@ def test_live_jobs_are_not_created_again_and_spare_room_starts_the_next_chunk() 
 def test_finished_job_is_counted_once_then_deleted() -> None:
     status = applied({}, decide(snap(body(), tasks(2), jobs=())))
     done = finished(
-        "a", 0, {0: outcome_of(scored(), "a", False), 1: outcome_of(scored(False, 0.5), "a", False)}
+        "a", 0, {0: outcome_from(scored(), "a", False), 1: outcome_from(scored(False, 0.5), "a", False)}
     )
     d = decide(snap(body(), tasks(2), status, jobs=(done, job("b", 0, active=1))))
     a = d.status["models"]["a"]
@@ -178,13 +177,13 @@ def test_an_index_without_outcome_is_an_error_never_a_score() -> None:
     whole_job_failed = dataclasses.replace(
         job("a", 0),
         finished=True,
-        outcomes={0: outcome_of(scored(), "a", False)},
+        outcomes={0: outcome_from(scored(), "a", False)},
         failure="DeadlineExceeded: too slow",
     )
     d = decide(snap(body(), tasks(2), status, jobs=(whole_job_failed,)))
     a = d.status["models"]["a"]
     assert (a["scored"], a["errored"]) == (1, 1)
-    assert any(r["k"] == "job_failed" and "DeadlineExceeded" in r["r"] for r in d.accounted)
+    assert any(r.error_kind == "job_failed" and "DeadlineExceeded" in (r.reason or "") for r in d.accounted)
 
 
 def test_a_chunk_whose_job_vanished_before_counting_is_created_again() -> None:
@@ -207,7 +206,7 @@ def test_unreadable_outcomes_wait_and_block_on_the_object_store() -> None:
 def _all_done(b: RunSpecBody, outcome: dict[str, Any], n: int = 2) -> Decision:
     status = applied({}, decide(snap(b, tasks(n))))
     jobs = tuple(
-        finished(m, 0, {i: outcome_of(outcome, m, outcome["status"] == "error") for i in range(n)}, size=n)
+        finished(m, 0, {i: outcome_from(outcome, m, outcome["status"] == "error") for i in range(n)}, size=n)
         for m in ("a", "b")
     )
     return decide(snap(b, tasks(n), status, jobs=jobs, now="2026-01-01T00:05:00Z"))
@@ -242,7 +241,7 @@ def test_error_rate_above_max_error_rate_fails(limit: float | None, phase: str) 
     jobs = []
     for m in ("a", "b"):
         for c in range(2):
-            items = {i: outcome_of(outcomes[(c * 2 + i) % 3], m, False) for i in range(2 if c == 0 else 1)}
+            items = {i: outcome_from(outcomes[(c * 2 + i) % 3], m, False) for i in range(2 if c == 0 else 1)}
             jobs.append(finished(m, c, items, size=len(items)))
     d = decide(snap(b, tasks(3), status, jobs=tuple(jobs)))
     assert d.phase == phase, d.status["conditions"]
@@ -319,7 +318,7 @@ def test_idle_run_needs_no_write() -> None:
     status = applied(status, d)
     later = decide(snap(body(), tasks(6), status, jobs=live, now="2026-01-01T05:00:00Z"))
     assert later.status_patch == {} and later.events == [] and later.create == [] and later.parallelism == {}
-    assert later.requeue_after == 300
+    assert later.requeue_after is None  # the operator's resync (ATLASRUN_RESYNC_SECONDS)
 
 
 def test_status_stays_small_at_a_real_sweep() -> None:
@@ -352,7 +351,7 @@ def test_status_stays_small_at_a_real_sweep() -> None:
 
 
 def test_waiting_pods_name_their_reason() -> None:
-    from atlasrun.cluster.health import pod_problem as _pod_problem
+    from atlasrun.cluster.operator.health import pod_problem as _pod_problem
 
     def pod(**status: Any) -> dict[str, Any]:
         return {"metadata": {"name": "r-c0-0-abcde"}, "status": status}
@@ -386,8 +385,8 @@ def test_watched_pods_keep_what_counting_reads_and_say_when_every_attempt_is_the
     """The finished-pod informer keeps a trimmed pod; counting a Job from trimmed pods gives the
     same outcomes as from the full pods, and the cache is complete only once it holds as many
     Succeeded and Failed attempts as the Job's status counts."""
-    from atlasrun.cluster.informer import complete, trim_pod
-    from atlasrun.cluster.observe import Observer
+    from atlasrun.cluster.operator.informer import complete, trim_pod
+    from atlasrun.cluster.operator.observe import Observer
 
     def pod(name: str, index: int, phase: str, created: str, message: dict[str, Any]) -> dict[str, Any]:
         terminated = {"exitCode": 0 if phase == "Succeeded" else 1, "message": json.dumps(message)}
@@ -424,13 +423,13 @@ def test_watched_pods_keep_what_counting_reads_and_say_when_every_attempt_is_the
     trimmed = [trim_pod(json.loads(json.dumps(p))) for p in pods]
     assert observer._outcomes("ns", job, obs, trimmed) == observer._outcomes("ns", job, obs, pods)
     outcomes, _ = observer._outcomes("ns", job, obs, trimmed)
-    assert outcomes is not None and [outcomes[i]["p"] for i in (0, 1)] == [True, False]  # the retry counts
+    assert outcomes is not None and [outcomes[i].passed for i in (0, 1)] == [True, False]  # the retry counts
     assert len(json.dumps(trimmed[0])) < len(json.dumps(pods[0])) / 2
     assert complete(trimmed, job) and not complete(trimmed[1:], job) and not complete(trimmed[:2], job)
 
 
 def test_the_condition_names_the_problem_that_will_not_resolve_by_waiting() -> None:
-    from atlasrun.cluster.health import holding as _holding
+    from atlasrun.cluster.operator.health import holding as _holding
 
     full = ("Unschedulable", "pod r-c0-1 cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu")
     pull = ("ImagePullBackOff", "pod r-c0-0 container runner cannot pull reg/runner@sha256:00")
@@ -445,7 +444,7 @@ def test_the_condition_names_the_problem_that_will_not_resolve_by_waiting() -> N
 
 
 def test_a_run_is_started_while_one_of_its_pods_runs_or_starts() -> None:
-    from atlasrun.cluster.health import started
+    from atlasrun.cluster.operator.health import started
 
     def pending(scheduled: bool) -> dict[str, Any]:
         condition = {
@@ -489,10 +488,38 @@ def test_items_per_pod_counts_pods_for_jobs_and_budgets_items_for_progress() -> 
     assert (a["total"], a["running"], a["pending"]) == (10, 2, 5)  # 3 items done, 2 running
     assert [(c.model, c.index, w) for c, w in d.create] == [("a", 1, 2)]  # the 2 free pods of a's budget
     # The finished Job: outcomes by item position (index 1 -> positions 2 and 3).
-    outcomes = {p: outcome_of(scored(p != 3), "a", False) for p in range(5)}
+    outcomes = {p: outcome_from(scored(p != 3), "a", False) for p in range(5)}
     done = dataclasses.replace(
         live, completed=frozenset({0, 1, 2}), active=0, finished=True, outcomes=outcomes
     )
     d = decide(snap(b, tasks(10), status, jobs=(done, job("b", 0, size=3, active=1))))
     a = d.status["models"]["a"]
     assert (a["scored"], a["passed"], a["chunksDone"]) == (5, 4, "0") and len(d.accounted) == 5
+
+
+# ---------------------------------------------------------------- scoredTasks: the n of the interval
+
+
+def test_scored_tasks_counts_distinct_tasks_across_chunks_and_passes() -> None:
+    """Three tasks x two repeats, one item per chunk: a task's repeats land in different chunks,
+    counted in different passes; ``scoredTasks`` is the distinct tasks with a scored item, exact
+    whatever the order, and the metrics read it as the interval's n."""
+    b, t = body(per_job=1, repeats=2), tasks(3)
+    chunks = plan_chunks(b, t.runnable)["a"]
+    status = applied({}, decide(snap(b, t)))
+    results = {("t0", 0): scored(), ("t0", 1): scored(False), ("t1", 0): scored()}
+    results |= {("t1", 1): {"status": "error", "error_kind": "provider"}}
+    results |= {("t2", 0): {"status": "error", "error_kind": "provider"}}
+    results |= {("t2", 1): {"status": "excluded", "error_kind": "server_not_enabled"}}
+    seen: list[int] = []
+    for chunk in reversed(chunks):  # one finished Job per pass, last chunk first
+        (item,) = chunk.items
+        job_obs = finished("a", chunk.index, {0: outcome_from(results[item], "a", False)}, size=1)
+        d = decide(snap(b, t, status=status, jobs=(job_obs,)))
+        status = applied(status, d)
+        seen.append(status["models"]["a"]["scoredTasks"])
+        again = decide(snap(b, t, status=status, jobs=(dataclasses.replace(job_obs, deleting=True),)))
+        assert again.status_patch == {} and not again.accounted  # counted once, no rewrite
+    model = status["models"]["a"]
+    assert (model["scored"], model["scoredTasks"], model["scoredTaskIndexes"]) == (3, 2, "0-1")
+    assert seen == sorted(seen)  # monotone

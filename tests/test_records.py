@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from atlasrun.cluster import usage
-from atlasrun.cluster.contract import ENV_WORK_UNIT, EXIT_RETRY, Phase, TasksRef, WorkUnit
-from atlasrun.cluster.images import servers_used
-from atlasrun.cluster.metrics import Metrics
-from atlasrun.cluster.reconcile import decide
-from atlasrun.cluster.reconcile import record as reconcile_record
-from atlasrun.cluster.records import RunStatus, TaskSummary, read_summary, status_dump
+from atlasrun.cluster.operator.images import servers_used
+from atlasrun.cluster.operator.metrics import Metrics
+from atlasrun.cluster.operator.outcomes import outcome_of as reconcile_record
+from atlasrun.cluster.operator.reconcile import decide
+from atlasrun.cluster.wire import usage
+from atlasrun.cluster.wire.contract import ENV_WORK_UNIT, EXIT_RETRY, Phase, TasksRef, WorkUnit
+from atlasrun.cluster.wire.records import RunStatus, TaskSummary, read_summary, status_dump
 from atlasrun.diagnostics.model import Diagnosis
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import JudgeInfo
@@ -149,12 +149,15 @@ def test_metrics_count_errors_by_the_typed_kind() -> None:
     record = reconcile_record(
         TaskSummary(status="error", error_kind="judge", reason="judge failed"), "m", failed=False
     )
-    assert record["k"] == "judge"
+    assert record.error_kind == "judge"
     lost = reconcile_record(None, "m", failed=True, failure="BackoffLimitExceeded")
-    assert lost["k"] == "job_failed"
-    spent = usage.fold(usage.fold(None, record), lost)  # as the run's status folds them
+    assert lost.error_kind == "job_failed"
+    spent = usage.ModelUsage()
+    for outcome in (record, lost):  # as the run's status folds them
+        spent = usage.fold(spent, outcome.usage, outcome.error)
+    totals = spent.model_dump(by_alias=True)
     metrics.run_seen(
-        {"metadata": {"namespace": "ns", "name": "run"}, "status": {"models": {"m": {"usage": spent}}}}
+        {"metadata": {"namespace": "ns", "name": "run"}, "status": {"models": {"m": {"usage": totals}}}}
     )
     for kind in ("judge", "job_failed"):
         labels = {"namespace": "ns", "run": "run", "model": "m", "kind": kind}
@@ -323,34 +326,33 @@ def test_work_unit_round_trips_and_refuses_an_unknown_version() -> None:
 
 def test_run_status_is_written_through_the_model_and_read_back() -> None:
     written = status_dump(
-        {
-            "phase": Phase.RUNNING,
-            "progress": "1/2",
-            "models": {"m": {"total": 2, "scored": 1, "passed": 1, "passRate": 1.0}},
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "Running",
-                    "lastTransitionTime": "2026-11-25T19:00:00Z",
-                }
-            ],
-        }
+        RunStatus.model_validate(
+            {
+                "phase": Phase.RUNNING,
+                "progress": "1/2",
+                "models": {"m": {"total": 2, "scored": 1, "passed": 1, "passRate": 1.0}},
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "Running",
+                        "lastTransitionTime": "2026-11-25T19:00:00Z",
+                    }
+                ],
+            }
+        )
     )
     assert written["schemaVersion"] == CURRENT_VERSION and written["phase"] == "Running"
     assert written["conditions"][0]["lastTransitionTime"] == "2026-11-25T19:00:00Z"  # unchanged: no re-patch
     assert "kopf" not in written and "running" not in written  # only what the operator set
     read = RunStatus.from_data(written, "AtlasRun ns/r")
-    assert (
-        read.models["m"].pass_rate == 1.0
-        and status_dump(read.model_dump(by_alias=True, exclude_unset=True)) == written
-    )
+    assert read.models["m"].pass_rate == 1.0 and status_dump(read) == written
     older = {k: v for k, v in written.items() if k != "schemaVersion"}  # before status was versioned
     assert RunStatus.from_data(older, "AtlasRun ns/r").phase == Phase.RUNNING
     with pytest.raises(RecordVersionError, match="AtlasRun ns/r: AtlasRun status has schema_version 5"):
         RunStatus.from_data({**written, "schemaVersion": 5}, "AtlasRun ns/r")
     with pytest.raises(ValueError, match="passRates"):  # an undeclared key would be pruned: refused
-        status_dump({"phase": "Running", "models": {"m": {"passRates": 1}}})
+        RunStatus.model_validate({"phase": "Running", "models": {"m": {"passRates": 1}}})
 
 
 def test_every_decision_status_is_a_valid_run_status() -> None:
@@ -362,3 +364,29 @@ def test_every_decision_status_is_a_valid_run_status() -> None:
     assert RunStatus.from_data(first.status, "decision").phase == first.phase == Phase.RUNNING
     again = decide(snap(body(), tasks(3), status=applied({}, first)))  # nothing changed: no write
     assert again.status_patch == {}
+
+
+def test_a_batch_termination_message_is_one_task_summary_of_item_summaries() -> None:
+    """The pod writes a ``batch`` TaskSummary whose items are TaskSummary too (one schema): reasons
+    are cut first, then usage dropped, and what fits is read back by the operator's reader."""
+    from atlasrun.cluster.pod.termination import compact_batch
+    from atlasrun.cluster.wire.records import USAGE_FIELDS
+
+    assert set(USAGE_FIELDS) <= set(TaskSummary.model_fields)
+    item = TaskSummary(
+        status="error", task="t" * 60, model="m", repeat=0, error_kind="provider", reason="x" * 3000,
+        tool_calls=3, tokens={"prompt": 10, "completion": 2}, result="s3://b/r/x.json", exit_code=3,
+    )  # fmt: skip
+    entry = item.for_batch()
+    assert (entry.model, entry.result, entry.exit_code, entry.tool_calls) == (None, None, None, 3)
+    assert entry.reason == "x" * 200 + "..."
+    text = compact_batch([item] * 20, 3)
+    read = read_summary(text, "pod")
+    assert len(text.encode()) <= 4000 and read is not None and read.status == "batch"
+    assert read.exit_code == 3 and read.items is not None and len(read.items) == 20
+    assert all(i.task == item.task and i.error_kind == "provider" for i in read.items)
+    assert read.items[0].tool_calls is None  # usage went before the items did
+    few = read_summary(compact_batch([item] * 2, 0), "pod")
+    assert few is not None and few.items is not None and few.items[0].tool_calls == 3
+    cut = read_summary(compact_batch([item] * 60, 3), "pod")
+    assert cut is not None and cut.items == [] and cut.truncated is True  # the stored results tell

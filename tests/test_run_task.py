@@ -24,9 +24,10 @@ from moto.server import (
     ThreadedMotoServer as PublicThreadedMotoServer,  # the documented import
 )
 
-from atlasrun.cluster.contract import TasksRef, WorkUnit
-from atlasrun.cluster.runtask import Inputs, compact, exit_code, stored_result
-from atlasrun.cluster.store import S3Results, StoreError, download, parse_s3_uri
+from atlasrun.cluster.pod.runtask import exit_code, stored_result
+from atlasrun.cluster.pod.termination import compact
+from atlasrun.cluster.wire.contract import TasksRef, WorkUnit
+from atlasrun.cluster.wire.store import S3Results, StoreError, parse_s3_uri
 from atlasrun.errors import InputError
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.store import task_record_name
@@ -415,7 +416,7 @@ def test_bad_s3_uri_is_input_error(uri: str) -> None:
         parse_s3_uri(uri)
 
 
-def test_store_round_trip_download_and_unreachable_endpoint(tmp_path: Path, s3: S3Server) -> None:
+def test_store_round_trip_and_unreachable_endpoint(tmp_path: Path, s3: S3Server) -> None:
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": AWS_SECRET}
     store = S3Results(f"s3://{BUCKET}/p/run/", s3.endpoint, env=env, attempts=2, backoff_s=0.01)
     result = TaskResult(task_id="t/1", model="org/m", repeat=2, status="scored", passed=True, coverage=1.0)
@@ -425,17 +426,10 @@ def test_store_round_trip_download_and_unreachable_endpoint(tmp_path: Path, s3: 
     assert store.get_result("org/m", "t/1", 0) is None
     assert store.list_results() == [result]
     store.write_json("summary.json", {"passed": 1})
-    assert store.read_json("summary.json") == {"passed": 1} and store.read_json("nope.json") is None
-
-    s3.client().put_object(Bucket=BUCKET, Key="in/tasks.yaml", Body=b"tasks: []\n")
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in {**env, "AWS_ENDPOINT_URL": s3.endpoint}.items():
-            mp.setenv(name, value)
-        assert download(f"s3://{BUCKET}/in/tasks.yaml", tmp_path).read_bytes() == b"tasks: []\n"
-        with pytest.raises(InputError, match="no such object"):
-            download(f"s3://{BUCKET}/in/nope.yaml", tmp_path)
-        with pytest.raises(InputError, match="names no object"):
-            download(f"s3://{BUCKET}/in/", tmp_path)
+    assert json.loads(store.read_bytes("summary.json") or b"") == {"passed": 1}
+    assert store.read_bytes("nope.json") is None
+    with pytest.raises(InputError, match="not a relative object name"):
+        store.read_bytes("../other-run/summary.json")
 
     warnings: list[str] = []
     dead = S3Results(
@@ -478,7 +472,8 @@ def test_termination_summary_is_hard_capped() -> None:
 
 def test_exit_codes() -> None:
     def result(status: str, kind: ErrorKind | None = None) -> TaskResult:
-        return TaskResult(task_id="t", model="m", status=status, error_kind=kind)  # type: ignore[arg-type]
+        scored = {"coverage": 1.0, "passed": True} if status == "scored" else {}
+        return TaskResult(task_id="t", model="m", status=status, error_kind=kind, **scored)  # type: ignore[arg-type]
 
     assert exit_code(result("scored")) == 0
     assert exit_code(result("excluded", ErrorKind.SERVER_NOT_ENABLED)) == 0
@@ -496,12 +491,11 @@ def test_write_only_credentials_still_run_the_item() -> None:
         def get_result(self, *args: object) -> None:
             raise StoreError("could not read s3://b/x after 3 attempts")
 
-    inputs = Inputs(Path("run.yaml"), None, "t", "m", 0, "s3://b/x/")
     warnings: list[str] = []
-    assert stored_result(Denied(), inputs, warnings.append) is None  # type: ignore[arg-type]
+    assert stored_result(Denied(), "m", "t", 0, warnings.append) is None  # type: ignore[arg-type]
     assert "running the item" in warnings[0]
     with pytest.raises(StoreError):
-        stored_result(Down(), inputs, warnings.append)  # type: ignore[arg-type]
+        stored_result(Down(), "m", "t", 0, warnings.append)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- Indexed Jobs: the work unit

@@ -240,13 +240,15 @@ def test_without_bwrap_code_servers_refuse_and_name_the_flag(
     assert not (tmp_path / "out" / "results.jsonl").exists()  # refused before any work
 
 
-async def test_without_bwrap_other_servers_run_with_a_warning(
+async def test_without_bwrap_no_server_runs_unless_the_host_allows_it(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Code or not, no server process runs unconfined without --unsafe-host-exec; allowed, with a warning."""
     catalog = load_catalog()
-    unconfined = Sandbox(bwrap=None)
-    with pytest.raises(ServerStartError, match="--unsafe-host-exec"):
-        await ServerInstance(catalog.get("cli-mcp-server"), data_dir, "/data", sandbox=unconfined).start()
+    for name in ("cli-mcp-server", "calculator"):
+        with pytest.raises(ServerStartError, match="--unsafe-host-exec"):
+            await ServerInstance(catalog.get(name), data_dir, "/data", sandbox=Sandbox(bwrap=None)).start()
+    unconfined = Sandbox(allow_host_exec=True, bwrap=None)
     instance = await ServerInstance(catalog.get("calculator"), data_dir, "/data", sandbox=unconfined).start()
     try:
         assert await instance.call("calculate", {"expression": "6*7"}, 30) == ("42", False)

@@ -9,17 +9,23 @@ is scanned for each sentinel's distinctive core (so any encoding, or half a key,
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from atlasrun.redact import MASK, scrub, variants
-from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
+from atlasrun.servers.catalog import load_catalog
+from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from conftest import SUM_TASK, write_run, write_tasks
 from test_run_task import BUCKET, pod_env, run_task, s3, sidecar  # noqa: F401 - fixtures
 
@@ -163,3 +169,125 @@ def test_sentinel_never_reaches_s3_objects_or_the_pod_summary(
         },
     }
     assert [where for where, text in texts.items() if MODEL_CORE in text] == []
+
+
+# Task code's encodings of a secret (issue 24): the secret has only letters and digits, so a leak
+# is found by decoding what was written, independently of how redact.py builds its patterns.
+TASK_SECRET = "SNTLtask3e8b1f07c2d94a56"
+TASK_ENV = "ATLAS_TASK_SENTINEL"  # a name that does not look secret: masked because it is declared
+ENCODE_ALL = "\n".join(
+    [
+        f'export S="${TASK_ENV}"',
+        'printf %s "$S" | base64 -w0; echo',
+        'printf %s "$S" | basenc --base64url -w0; echo',
+        'printf %s "$S" | od -An -tx1 | tr -d " \\n"; echo',
+        'printf %s "$S" | od -An -tx1 | tr -d " \\n" | tr a-f A-F; echo',
+        'printf %s "$S" | rev; echo',
+        "python3 -c \"import os, urllib.parse as u; s = os.environ['S']; "
+        "print(u.quote(s, safe='')); print(''.join('%%%02x' % b for b in s.encode()))\"",
+        "for pad in '' a ab; do printf '%s' \"$pad\"; tr '\\0' '\\n' < /proc/self/environ; done | base64 -w0; echo",
+        "tr '\\0' '\\n' < /proc/self/environ | basenc --base64url -w0; echo",
+    ]
+)
+
+
+def decoded_texts(text: str) -> list[bytes]:
+    """Every base64/base64url/hex run in ``text`` decoded at every alignment, and ``text`` reversed
+    and URL-decoded: where an encoded secret would show."""
+    found = [text[::-1].encode(), urllib.parse.unquote(text).encode()]
+    for run in re.findall(r"[A-Za-z0-9+/_-]{8,}", text):
+        for start in range(4):
+            chunk = run[start:]
+            chunk = chunk[: len(chunk) - len(chunk) % 4]
+            for alphabet in (None, b"-_"):
+                try:
+                    found.append(base64.b64decode(chunk, altchars=alphabet))
+                except (binascii.Error, ValueError):
+                    pass
+    for run in re.findall(r"[0-9A-Fa-f]{8,}", text):
+        for start in (0, 1):
+            with contextlib.suppress(ValueError):
+                found.append(bytes.fromhex(run[start : len(run) - (len(run) - start) % 2]))
+    return found
+
+
+def test_redaction_masks_the_encodings_task_code_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_API_KEY", TASK_SECRET)
+    raw = TASK_SECRET.encode()
+    forms = [
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        raw.hex(),
+        raw.hex().upper(),
+        TASK_SECRET[::-1],
+        "".join(f"%{b:02x}" for b in raw),
+        json.dumps(base64.b64encode(raw).decode()),
+    ]
+    for pad in (b"", b"a", b"ab", b"abc"):  # inside a longer encoded text, at every alignment
+        blob = pad + b"PATH=/usr/bin\nSOME_API_KEY=" + raw + b"\nLANG=C.UTF-8\n"
+        forms += [base64.b64encode(blob).decode(), base64.urlsafe_b64encode(blob).decode()]
+    for form in forms:
+        masked = scrub(f"out: {form} :end")
+        assert MASK in masked, form
+        assert not any(raw in text for text in decoded_texts(masked)), (form, masked)
+    assert scrub("an ordinary line of output") == "an ordinary line of output"
+
+
+@pytest.mark.servers
+def test_task_code_cannot_write_a_declared_secret_encoded(tmp_path: Path, data_dir: Path) -> None:
+    """A server given the secret through ``secrets:`` runs task code that prints it base64,
+    base64url, hex, reversed and URL-encoded, and its whole environment base64-encoded: no file
+    of the run, nor its output, holds the secret in any of these forms."""
+    entry = load_catalog().get("code-runner").model_dump(mode="json", exclude_defaults=True)
+    task = {
+        "id": "encode",
+        "prompt": "Print the secret encoded.",
+        "enabled_tools": ["code-runner_run-code"],
+        "claims": ["The output is done"],
+        "reference_trajectory": [
+            {
+                "calls": [
+                    {
+                        "name": "code-runner_run-code",
+                        "arguments": {"code": ENCODE_ALL, "languageId": "shellscript"},
+                    }
+                ]
+            }
+        ],
+    }
+
+    def script(body: dict[str, Any]) -> Reply:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if not results:
+            return Reply(
+                tool_calls=[
+                    tool_call("code-runner_run-code", {"code": ENCODE_ALL, "languageId": "shellscript"})
+                ]
+            )
+        return Reply(content="The output is done.")
+
+    out = tmp_path / "out"
+    with ScriptedProvider(script) as provider:
+        run = write_run(
+            tmp_path / "run.yaml",
+            write_tasks(tmp_path / "tasks.yaml", [task]),
+            [{"name": "m", "model": "openai/m", "apiBase": provider.api_base}],
+            servers={"inline": [{**entry, "secrets": [TASK_ENV]}]},
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "atlasrun.cli", "run", str(run), "--data-dir", str(data_dir), "--out", str(out),
+             "--no-preflight"],
+            capture_output=True, text=True, timeout=300, env={**os.environ, TASK_ENV: TASK_SECRET},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = str(provider.requests[-1]["messages"])  # the model saw the encodings (masking is on write)
+    assert base64.b64encode(TASK_SECRET.encode()).decode() in seen and TASK_SECRET[::-1] in seen
+    written = {str(p): p.read_text("utf-8", "replace") for p in out.rglob("*") if p.is_file()}
+    assert any(MASK in text for text in written.values())
+    raw = TASK_SECRET.encode()
+    leaks = [
+        where
+        for where, text in [*written.items(), ("stdout", proc.stdout), ("stderr", proc.stderr)]
+        if any(raw in decoded for decoded in decoded_texts(text)) or TASK_SECRET in text
+    ]
+    assert leaks == []

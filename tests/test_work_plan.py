@@ -13,8 +13,9 @@ import pytest
 
 from atlasrun.cluster.contract import ChunkPlan, PlanRef, TasksRef, WorkUnit
 from atlasrun.cluster.manifests import render_job
-from atlasrun.cluster.runtask import batch_exit, compact_batch
+from atlasrun.cluster.pod.termination import batch_exit, compact_batch
 from atlasrun.cluster.store import S3Results, StoreError, read_plan, store_plan
+from atlasrun.cluster.wire.records import TaskSummary
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import ServerSpec
@@ -227,7 +228,7 @@ def test_a_pod_runs_several_items_in_sequence_and_reports_each(
 def test_batch_exit_and_its_termination_message_fit() -> None:
     assert batch_exit([0, 0]) == 0 and batch_exit([0, 2]) == 0 and batch_exit([2, 2]) == 2
     assert batch_exit([0, 3, 2]) == 3 and batch_exit([3, 4, 0]) == 4 and batch_exit([1, 0]) == 3
-    long = {"task": "t" * 60, "repeat": 0, "status": "error", "reason": "x" * 3000, "exit_code": 3}
+    long = TaskSummary(task="t" * 60, repeat=0, status="error", reason="x" * 3000, exit_code=3)
     text = compact_batch([long] * 20, 3)
     data = json.loads(text)
     assert len(text.encode()) <= 4000 and len(data["items"]) == 20 and data["exit_code"] == 3
@@ -294,8 +295,12 @@ def test_operator_maps_a_pods_batch_summary_to_its_items() -> None:
         "ns", job, obs, [pod("j-0", 0, "Succeeded", batch), pod("j-1", 1, "Failed", bad)]
     )
     assert error is None and outcomes is not None
-    assert [(outcomes[p]["s"], outcomes[p]["p"]) for p in (0, 1)] == [("scored", True), ("scored", False)]
-    assert outcomes[2]["s"] == "error" and outcomes[2]["k"] == "input" and "'c'" in outcomes[2]["r"]
+    assert [(outcomes[p].status, outcomes[p].passed) for p in (0, 1)] == [("scored", True), ("scored", False)]
+    assert (
+        outcomes[2].status == "error"
+        and outcomes[2].error_kind == "input"
+        and "'c'" in (outcomes[2].reason or "")
+    )
     cut = {"status": "batch", "exit_code": 0, "items": [], "truncated": True}
     outcomes, _ = observer._outcomes(
         "ns", job, obs, [pod("j-0", 0, "Succeeded", cut), pod("j-1", 1, "Failed", bad)]

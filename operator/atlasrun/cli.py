@@ -8,6 +8,7 @@ being run is imported (``atlasrun.commands.COMMANDS``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +59,24 @@ def _check_flags(args: argparse.Namespace) -> None:
     check_flag("--max-concurrency", getattr(args, "max_concurrency", None), ModelSpec, "max_concurrency")
 
 
+def _check_model_flag(name: str, defined: dict[str, Any], api_base: str | None) -> None:
+    """A ``--model`` that is no model of the run file, no built-in agent, and a bare name litellm
+    cannot route (no ``provider/`` and not in its model map) is a typo: say so before anything runs."""
+    from atlasrun.agent.replay import BUILTIN_AGENTS
+    from atlasrun.errors import InputError, did_you_mean
+    from atlasrun.provider import priced_models
+
+    if name in defined or name in BUILTIN_AGENTS or "/" in name or api_base or name in priced_models():
+        return
+    known = [*defined, *BUILTIN_AGENTS]
+    raise InputError(
+        f"--model {name}: not a model of the run file ({', '.join(defined) or 'none'}), not a built-in "
+        f"agent ({', '.join(BUILTIN_AGENTS)}), and not a model name litellm knows"
+        f"{did_you_mean(name, known) or '; for a provider model write provider/model, e.g. openai/' + name}",
+        where="command line",
+    )
+
+
 def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     from atlasrun.runspec.run import JudgeSpec, ModelSpec, TasksSource
     from atlasrun.tasks.files import resolve_user_path
@@ -79,6 +98,8 @@ def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     if args.model:
         # A --model naming one of the run file's models selects it; any other is a litellm model.
         defined = {m.name: m for m in body.models}
+        for name in args.model:
+            _check_model_flag(name, defined, args.api_base)
         body.models = [
             defined.get(m)
             or ModelSpec(
@@ -111,10 +132,17 @@ def _apply_overrides(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     return spec
 
 
+def _unknown_ids(lines: list[str], args: argparse.Namespace) -> list[str]:
+    """The plan's unknown-id lines, naming ``--task`` when the ids came from the command line."""
+    if not getattr(args, "task", None):
+        return lines
+    return [line.replace("spec.tasks.ids:", "--task:", 1) for line in lines]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from atlasrun.errors import EXIT_BAD_INPUT
-    from atlasrun.runner.flags_check import check_data_dir, check_output_dir
-    from atlasrun.runner.gates import parse_rate, run_verdict
+    from atlasrun.runner.flags_check import check_data_dir, check_data_root, check_output_dir
+    from atlasrun.runner.gates import item_count, parse_rate, run_verdict, selection_summary
     from atlasrun.runner.local import banner, format_table, output_dir, run_local
     from atlasrun.runner.plan import plan_run
     from atlasrun.runspec.run import load_run_spec
@@ -128,25 +156,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif spec.spec.data_dir:
         check_data_dir(spec.resolve(spec.spec.data_dir), "spec.dataDir")
     plan = plan_run(spec)
-    for line in [f"rejected: {r}" for r in plan.rejected] + [f"error: {u}" for u in plan.unknown_ids]:
+    unknown_ids = _unknown_ids(plan.unknown_ids, args)
+    for line in [f"rejected: {r}" for r in plan.rejected] + [f"error: {u}" for u in unknown_ids]:
         print(line, file=sys.stderr)
     for exclusion in plan.excluded:
         print(f"excluded: task {exclusion.task.id}: {exclusion.reason}", file=sys.stderr)
-    if plan.unknown_ids or not plan.tasks:
+    if unknown_ids or not plan.tasks:
         print(
-            "error: nothing was run: " + ("fix the ids above" if plan.unknown_ids else "no task to run"),
+            "error: nothing was run: " + ("fix the ids above" if unknown_ids else "no task to run"),
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    check_data_root(spec, plan.tasks, args.data_dir)
     if not args.no_preflight:
         from atlasrun.runner.preflight import preflight
 
         preflight(spec)
     if not args.data_dir and not spec.spec.data_dir and not spec.spec.servers.environment_url:
-        print(
-            f"note: no --data-dir or spec.dataDir: servers see an empty data root ({out / 'data'})",
-            file=sys.stderr,
-        )
+        why = "spec.emptyDataDir" if spec.spec.empty_data_dir else "no --data-dir or spec.dataDir"
+        print(f"note: {why}: servers see an empty data root ({out / 'data'})", file=sys.stderr)
     from atlasrun.servers.sandbox import Sandbox
 
     print(banner(spec, plan, out), file=sys.stderr)
@@ -161,16 +189,44 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(
             f"resumed: {outcome.skipped} finished task(s) kept from {out / 'results.jsonl'}", file=sys.stderr
         )
-    print(format_table(outcome.summary))
-    print(f"\nresults: {out / 'results.jsonl'}\nsummary: {out / 'summary.json'}")
+    for warning in outcome.skipped_lines:
+        print(warning, file=sys.stderr)
+    models = [m.name for m in spec.spec.models]
+    selected = selection_summary(outcome.results, models)  # what the gate and --junit judge
+    everything = item_count(outcome.summary)
+    human = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the JSON alone
+    if everything != len(outcome.results):
+        print(
+            f"this run: {len(outcome.results)} item(s) (the table, --fail-under and --junit cover them)",
+            file=human,
+        )
+    print(format_table(selected), file=human)
+    if everything != len(outcome.results):
+        print(
+            f"\nthe results directory: {everything} item(s), earlier runs into it included (summary.json, report)",
+            file=human,
+        )
+        print(format_table(outcome.summary), file=human)
+    print(f"\nresults: {out / 'results.jsonl'}\nsummary: {out / 'summary.json'}", file=human)
     if args.junit:
         from atlasrun.reports.junit import write_junit
 
         write_junit(Path(args.junit), spec.metadata.name, outcome.results)
-        print(f"junit: {args.junit}")
-    code, reasons = run_verdict(outcome.summary, fail_under, [m.name for m in spec.spec.models])
+        print(f"junit: {args.junit} ({len(outcome.results)} testcase(s))", file=human)
+    code, reasons = run_verdict(selected, fail_under, models)
     for reason in reasons:
         print(f"exit {code}: {reason}", file=sys.stderr)
+    if args.json:
+        verdict = {
+            "run": spec.metadata.name,
+            "exit_code": code,
+            "reasons": reasons,
+            "items": len(outcome.results),
+            "models": selected["models"],  # this command's items: what the exit code judged
+            "results_dir": {"path": str(out), "items": everything, "summary": str(out / "summary.json")},
+            "junit": args.junit,
+        }
+        print(json.dumps(verdict, indent=1))
     return code
 
 
@@ -226,7 +282,6 @@ def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_OK, InputError
-    from atlasrun.runner.plan import plan_run
     from atlasrun.runspec.run import load_run_spec
     from atlasrun.tasks.hub import is_hub_source
     from atlasrun.tasks.loader import load_tasks
@@ -251,11 +306,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 print(f"skipped: {line}")
             print(f"{path}: cluster run file: {len(errors)} error(s), {len(warnings)} warning(s)")
             return EXIT_FAIL_UNDER if errors else EXIT_OK
-        plan = plan_run(spec)
-        tasks, rejected = plan.tasks, [str(r) for r in [*plan.rejected, *plan.unknown_ids]]
-        for exclusion in plan.excluded:
-            print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
-        kind = "run file"
+        return _validate_local_run(spec, path)
     else:
         loaded = load_tasks(args.file if hub else path)
         tasks, rejected = loaded.tasks, [str(r) for r in loaded.rejected]
@@ -270,6 +321,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"error: {rejection}")
     print(f"{args.file if hub else path}: {kind}: {len(tasks)} task(s) loadable, {len(rejected)} rejected")
     return EXIT_FAIL_UNDER if rejected or not tasks else EXIT_OK
+
+
+def _validate_local_run(spec: RunSpec, path: Path) -> int:
+    """Rows rejected, ids unknown, tasks excluded, and what would run: each counted by its name."""
+    from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_OK
+    from atlasrun.runner.plan import plan_run, tasks_path
+    from atlasrun.tasks.loader import load_tasks
+
+    plan = plan_run(spec)
+    for exclusion in plan.excluded:
+        print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
+    for problem in [*plan.rejected, *plan.unknown_ids]:
+        print(f"error: {problem}")
+    source = spec.spec.tasks
+    loadable = len(plan.tasks) + len(plan.excluded)
+    if source.ids is not None or source.limit is not None:  # the plan holds the selected tasks only
+        loadable = len(load_tasks(tasks_path(spec)).tasks)
+    counts = [f"{loadable} task(s) loadable", f"{len(plan.rejected)} rejected"]
+    if plan.unknown_ids:
+        counts.append(f"{len(plan.unknown_ids)} unknown id(s) in spec.tasks.ids")
+    if plan.excluded:
+        counts.append(f"{len(plan.excluded)} excluded")
+    counts.append(f"{len(plan.tasks)} would run")
+    print(f"{path}: run file: {', '.join(counts)}")
+    return EXIT_FAIL_UNDER if plan.rejected or plan.unknown_ids or not plan.tasks else EXIT_OK
 
 
 def cmd_init_workspace(args: argparse.Namespace) -> int:
@@ -298,6 +374,7 @@ EXAMPLES = {
     "import-atlas": "atlas import-atlas results.csv --model gpt-4o --out runs/imported",
     "judge-eval": "atlas judge-eval labels.jsonl --judge deterministic",
     "report": "atlas report runs/demo",
+    "view": "atlas view runs   (prints the URL; add --no-open in CI or over ssh; Ctrl-C to stop)",
     "run-task": "atlas run-task --help (started by the operator inside a Job)",
 }
 
@@ -321,7 +398,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--out runs/demo && atlas report runs/demo. Exit codes: README 'Exit codes'.",
     )
     parser.add_argument("--version", action="version", version=f"atlas (AtlasRun) {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")  # none: the newcomer's guide (main)
 
     run = sub.add_parser(
         "run",
@@ -377,6 +454,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="OUT holds another run's results: move them aside (OUT.replaced-TIME) and start afresh",
     )
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print the final summary as one JSON object on stdout (everything else goes to stderr)",
+    )
     run.add_argument("--catalog", help=CATALOG_HELP + " (overrides spec.servers.catalog)")
     run.add_argument(UNSAFE_FLAG, action="store_true", help=UNSAFE_HELP)
     run.set_defaults(func=cmd_run)
@@ -406,7 +488,75 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     _register_command_modules(sub, command)
     _add_examples(sub)
+    _add_rescore_aliases(sub)
+    for name, command_parser in sub.choices.items():
+        _add_logging_flags(command_parser, name)
     return parser
+
+
+def _add_rescore_aliases(sub: Any) -> None:
+    """``rescore`` has only judges: ``--api-key-env``/``--api-base`` are its judge's, as in ``run``."""
+    rescore = sub.choices.get("rescore")
+    if rescore is None:
+        return
+    rescore.add_argument(
+        "--api-key-env", dest="judge_api_key_env", metavar="VAR", help="same as --judge-api-key-env"
+    )
+    rescore.add_argument("--api-base", dest="judge_api_base", help="same as --judge-api-base")
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser, name: str) -> None:
+    """``-v``/``--log-level`` on every command (and each ``servers`` subcommand)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub_parser in action.choices.items():
+                _add_logging_flags(sub_parser, f"{name} {sub_name}")
+            return
+    group = parser.add_argument_group("logging")
+    try:
+        group.add_argument(
+            "-v",
+            "--verbose",
+            dest="verbosity",
+            action="count",
+            default=0,
+            help="log more to stderr: -v info, -vv debug",
+        )
+    except argparse.ArgumentError:  # the command has its own -v (judge-eval: list disagreements)
+        pass
+    group.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help=f"log level on stderr: {', '.join(LOG_LEVELS)} (default: warning)",
+    )
+
+
+def _configure_logging(args: argparse.Namespace) -> tuple[Any, int] | None:
+    """A stderr handler at the level the flags ask for (none without them), with the root level it
+    replaced: both are undone when the command ends (``main`` may run several commands in a process,
+    and a root level left at INFO lets other libraries' own handlers print)."""
+    import logging
+
+    verbosity = getattr(args, "verbosity", 0) or 0
+    if isinstance(getattr(args, "verbose", None), bool) and args.verbose:
+        verbosity = max(verbosity, 1)  # a command's own -v/--verbose also means "more"
+    level_name = getattr(args, "log_level", None) or (
+        "debug" if verbosity >= 2 else "info" if verbosity == 1 else None
+    )
+    if level_name is None:
+        return None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    before = root.level
+    root.addHandler(handler)
+    root.setLevel(level_name.upper())
+    return handler, before
 
 
 def _register_command_modules(sub: Any, command: str | None) -> None:
@@ -435,22 +585,74 @@ def main(argv: list[str] | None = None) -> int:
     # Everything the CLI (and litellm's logging) prints goes through the secret masking.
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = (s if isinstance(s, ScrubbingStream) else ScrubbingStream(s) for s in streams)
+    handler = None
     try:
-        return _dispatch(build_parser(_command_of(argv)).parse_args(argv))
+        args = build_parser(_command_of(argv)).parse_args(argv)
+        if args.command is None:
+            print(newcomer_guide())
+            return 0
+        handler = _configure_logging(args)
+        return _dispatch(args)
     finally:
+        if handler is not None:
+            import logging
+
+            logging.getLogger().removeHandler(handler[0])
+            logging.getLogger().setLevel(handler[1])
         sys.stdout.flush()
         sys.stderr.flush()
         sys.stdout, sys.stderr = streams
 
 
+# `atlas` alone: the commands a newcomer needs first, in the order they are used.
+FIRST_COMMANDS = (
+    ("atlas init-workspace runs/ws", "create the sample data the starter tasks read"),
+    (
+        "atlas run examples/demo.yaml --data-dir runs/ws --out runs/demo",
+        "run the starter suite offline (no model, no API key)",
+    ),
+    ("atlas report runs/demo", "write runs/demo/report.html; open it in a browser"),
+    ("atlas validate RUN.yaml", "check a run file or task file before running it"),
+    ("atlas servers check", "start each MCP server and make one real call"),
+)
+
+
+def newcomer_guide() -> str:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    where = str(readme) if readme.is_file() else "README.md at the top of the AtlasRun repository"
+    lines = ["atlas: benchmark how LLM agents use tools over MCP.", "", "Start here:"]
+    for command, what in FIRST_COMMANDS:
+        lines += [f"  {command}", f"      {what}"]
+    lines += ["", "Every command: atlas --help (and atlas COMMAND --help).", f"User guide: {where}"]
+    return "\n".join(lines)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    import logging
+    import time
+
+    from atlasrun import __version__
+
+    log = logging.getLogger("atlasrun.cli")
+    command = " ".join(
+        str(c) for c in (getattr(args, "command", None), getattr(args, "servers_command", None)) if c
+    )
+    log.info("atlas %s (AtlasRun %s) started", command, __version__)
+    started = time.monotonic()
+    code = _run_command(args)
+    log.info("atlas %s finished in %.1f s: exit %d", command, time.monotonic() - started, code)
+    return code
+
+
+def _run_command(args: argparse.Namespace) -> int:
     from atlasrun.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, AtlasError
 
     try:
         return int(args.func(args))
     except AtlasError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        # Bad input, unless the error says otherwise (an unreachable store or cluster: exit 3).
+        return int(getattr(exc, "exit_code", EXIT_BAD_INPUT))
     except BrokenPipeError:  # `atlas ... | head`: the reader left; nothing more to say
         import os
 

@@ -31,6 +31,7 @@ class ErrorKind(StrEnum):
     PROVIDER_TIMEOUT = "provider_timeout"  # the provider did not answer in time
     SERVER_START = "server_start"  # an MCP server did not start
     SERVER_TRANSPORT = "server_transport"  # an MCP server crashed or its connection failed mid-task
+    SERVER_RESOURCE = "server_resource"  # an MCP server's sandbox hit a resource limit and was stopped
     JUDGE = "judge"  # the judge failed on some claims (the transcript is kept and rejudged)
     UNJUDGED = "unjudged"  # imported without scores: rescore it
     STORAGE = "storage"  # the result could not be stored
@@ -41,6 +42,12 @@ class ErrorKind(StrEnum):
     JOB_FAILED = "job_failed"  # cluster mode: the Job failed without a result
     HARNESS = "harness"  # a bug in AtlasRun itself
     OTHER = "other"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (control, bidi override, line
+    separator: not ``str.isprintable``) escaped; newlines and tabs kept. For echoing input."""
+    return "".join(c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode() for c in text)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -108,9 +115,9 @@ def format_validation(exc: ValidationError, known: Iterable[str] = ()) -> str:
     the closest of ``known`` as a 'did you mean'."""
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        loc = ".".join(printable(str(p)) for p in err["loc"]) or "(root)"
         hint = ""
         if err["type"] == "extra_forbidden" and err["loc"]:
             hint = did_you_mean(str(err["loc"][-1]), known)
-        lines.append(f"{loc}: {err['msg']}{hint}")
+        lines.append(f"{loc}: {printable(err['msg'])}{printable(hint)}")
     return "; ".join(lines)

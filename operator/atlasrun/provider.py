@@ -239,12 +239,10 @@ async def _complete_with(
             limited += 1 if _is_rate_limited(exc) else 0
             fatal = provider_error_kind(exc)
             if fatal is not None:
-                raise ProviderError(
-                    f"{_name(exc)}: {_short(exc)}", attempt, kind=fatal, rate_limited=limited
-                ) from exc
+                raise ProviderError(_describe(exc), attempt, kind=fatal, rate_limited=limited) from exc
             if attempt >= retries:
                 raise ProviderError(
-                    f"{_name(exc)} after {attempt} retries: {_short(exc)}",
+                    _describe(exc, f" after {attempt} retries"),
                     attempt,
                     timed_out=_is_timeout(exc),
                     rate_limited=limited,
@@ -254,9 +252,7 @@ async def _complete_with(
             continue
         except Exception as exc:
             kind = provider_error_kind(exc) or ErrorKind.PROVIDER
-            raise ProviderError(
-                f"{_name(exc)}: {_short(exc)}", attempt, kind=kind, rate_limited=limited
-            ) from exc
+            raise ProviderError(_describe(exc), attempt, kind=kind, rate_limited=limited) from exc
         elapsed = time.perf_counter() - started
         return Completion(
             message=message,
@@ -268,6 +264,34 @@ async def _complete_with(
             retries=attempt,
             rate_limited=limited,
         )
+
+
+_WRAPPER = re.compile(r"^(?:litellm\.)?(\w*(?:Error|Exception|Timeout)\w*)(?::| -) ")
+
+
+def _describe(exc: BaseException, after: str = "") -> str:
+    """``Name[after]: message``, the class named once: litellm's text repeats it
+    ("litellm.AuthenticationError: AuthenticationError: OpenAIException - ...")."""
+    text = _short(exc)
+    while match := _WRAPPER.match(text):
+        text = text[match.end() :]
+    if _not_json(exc):
+        text = f"the reply is not valid JSON ({text})"
+    return f"{_name(exc)}{after}: {text}"
+
+
+def _not_json(exc: BaseException) -> bool:
+    """The provider answered with a body that is not JSON (litellm reports it as a server error)."""
+    if "not valid JSON" in str(exc):
+        return False  # already said (the direct path)
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        if isinstance(seen, json.JSONDecodeError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "Expecting value: line" in str(exc)
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
@@ -445,9 +469,22 @@ async def _direct(
         raise _status_error(response.status, response.body, response.headers)
     try:
         data = json.loads(response.body)
+    except ValueError as exc:  # litellm: InternalServerError
+        preview = response.body[:60].decode("utf-8", "replace")
+        raise DirectRetryable(
+            "InternalServerError",
+            f"OpenAIException - the reply is not valid JSON ({exc}; HTTP {response.status}, "
+            f"{len(response.body)} bytes: {preview!r})",
+            response.status,
+        ) from exc
+    try:
         message = dict(data["choices"][0]["message"])
-    except (ValueError, KeyError, IndexError, TypeError) as exc:  # litellm: InternalServerError
-        raise DirectRetryable("InternalServerError", f"OpenAIException - {exc}", response.status) from exc
+    except (KeyError, IndexError, TypeError, ValueError) as exc:  # litellm: InternalServerError
+        raise DirectRetryable(
+            "InternalServerError",
+            f"OpenAIException - the reply has no choices[0].message ({type(exc).__name__}: {exc})",
+            response.status,
+        ) from exc
     usage = data.get("usage") or {}
     cost = None
     if any(_known(str(name)) for name in (data.get("model") or "", endpoint.model)):

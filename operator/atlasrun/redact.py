@@ -4,12 +4,17 @@ A secret is the value of an environment variable that a run declares (models' an
 ``apiKeyEnv``, servers' ``secrets``; see ``declare``) or whose name looks like one
 (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ...). Each value is masked in the forms
 it takes on the way to disk: raw, JSON-escaped (once and twice: a provider's JSON error body
-quoted inside a JSON record), URL-encoded and HTML-escaped. The writers (results, transcripts,
+quoted inside a JSON record), URL-encoded and HTML-escaped; and in the forms task code may give
+it (``transforms``): base64 and base64url (also inside a longer encoded text, at any of the three
+byte alignments), hex, reversed, every byte percent-encoded. The writers (results, transcripts,
 diagnoses, summaries, the report, S3 objects, the CLI's own output) call ``scrub`` last.
+Masking cannot catch what is not one of these forms (docs/security.md, "Secrets").
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import html
 import io
@@ -51,10 +56,47 @@ _ENCODINGS: tuple[Callable[[str], str], ...] = (
 )
 
 
+def _base64_cores(raw: bytes, encode: Callable[[bytes], bytes]) -> set[str]:
+    """The characters of ``raw``'s encoding that are the same wherever it sits in a longer text:
+    one per byte alignment (0, 1, 2 bytes before it), without the characters shared with its
+    neighbours and without padding."""
+    cores = set()
+    for shift in range(3):
+        text = encode(b"\0" * shift + raw).decode()
+        cores.add(text[-(-8 * shift // 6) : 8 * (shift + len(raw)) // 6])
+    return cores
+
+
+def _percent_all(raw: bytes, digits: str) -> str:
+    return "".join(f"%{byte:{digits}}" for byte in raw)
+
+
+def transforms(secret: str) -> set[str]:
+    """Forms task code may give a secret (base64, base64url, hex, reversed, percent-encoded),
+    beside the secret itself; those shorter than ``MIN_SECRET_LEN`` are left out."""
+    raw = secret.encode()
+    hexed = binascii.hexlify(raw).decode()
+    quoted = urllib.parse.quote(secret, safe="")
+    forms = {
+        secret[::-1],
+        hexed,
+        hexed.upper(),
+        _percent_all(raw, "02X"),
+        _percent_all(raw, "02x"),
+        re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quoted),
+        base64.b64encode(raw).decode(),  # whole, padded: nothing of it left beside the mask
+        base64.urlsafe_b64encode(raw).decode(),
+        *_base64_cores(raw, base64.b64encode),
+        *_base64_cores(raw, base64.urlsafe_b64encode),
+    }
+    return {form for form in forms if len(form) >= MIN_SECRET_LEN} - {secret}
+
+
 def variants(secret: str, depth: int = 2) -> set[str]:
-    """The secret and the forms it takes after up to ``depth`` encodings (JSON, URL, HTML)."""
-    found = {secret}
-    frontier = {secret}
+    """The secret, its ``transforms``, and the forms each takes after up to ``depth`` encodings
+    (JSON, URL, HTML)."""
+    found = {secret, *transforms(secret)}
+    frontier = set(found)
     for _ in range(depth):
         frontier = {encode(v) for v in frontier for encode in _ENCODINGS} - found
         found |= frontier

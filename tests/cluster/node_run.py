@@ -225,16 +225,16 @@ def host_operator(
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
-        "ATLAS_S3_ENDPOINT": s3,
-        "ATLAS_METRICS_PORT": str(free_port()),
-        "ATLAS_MIN_PASS_INTERVAL": "0.5",
+        "ATLASRUN_S3_ENDPOINT": s3,
+        "ATLASRUN_METRICS_PORT": str(free_port()),
+        "ATLASRUN_MIN_PASS_INTERVAL": "0.5",
         "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test",
         "AWS_REGION": "us-east-1",
         **extra_env,
     }
     log = node.workdir / "operator.log"
-    args = [sys.executable, "-m", "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator"]
+    args = [sys.executable, "-m", "kopf", "run", "--standalone", "-m", "atlasrun.cluster.operator.main"]
     with log.open("ab") as out:
         proc = subprocess.Popen([*args, "--namespace", namespace], env=env, stdout=out, stderr=out)
     try:

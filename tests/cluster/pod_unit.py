@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from atlasrun.cluster.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, WorkUnit
-from atlasrun.cluster.store import S3Results, read_plan
+from atlasrun.cluster.wire.contract import ANNOTATION_INDEX, ENV_WORK_UNIT, RUNNER, WorkUnit
+from atlasrun.cluster.wire.store import S3Results, read_plan
 
 TEST_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}  # moto's
 

@@ -7,7 +7,7 @@ metrics Service's name, the release's namespace as target label, ``honor_labels`
 node, in instant mode: each pod finishes at once with the termination summary a runner would
 write (tokens, cost, 429s, tool errors, error kinds), so the numbers are known.
 
-- The README's metrics table is what the operator exports; every panel of both dashboards returns
+- docs/metrics.md's metrics table is what the operator exports; every panel of both dashboards returns
   data; every alert expression evaluates and the ones that should hold do (a blocked run, a model
   with many errors and 429s).
 - The finished-items counters survive an operator restart without a reset (``resets() == 0``).

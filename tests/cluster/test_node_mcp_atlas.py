@@ -7,7 +7,7 @@ calculator; c6d7e8f9a0: memory and filesystem; 9d0e1f2a3b: filesystem and deskto
 from its pinned source; a0b1c2d3e4: desktop-commander and mcp-server-code-runner) as a CSV ConfigMap, the run
 pinned by ``python -m images.archives pin`` to the ``mcp-atlas-<server>`` sidecar images built by
 images/build.sh. Only the values a user sets are replaced (the model endpoint: a scripted model on
-the node's bridge that calls each task's reference trajectory; S3: moto on the same address).
+the node's bridge that calls each task's reference trajectory, test_operator_e2e's ``sharp``; S3: moto on the same address).
 
 The same tasks then run locally (``atlas run``, same catalog, same /data, same scripted model): every
 tool result in the pods' transcripts must be the local one, text for text (desktop-commander's
@@ -31,12 +31,12 @@ import yaml
 from images import archives
 
 from atlasrun.tasks.loader import load_tasks
-from atlasrun.tasks.model import Task
-from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
+from atlasrun.testing.scripted_provider import ScriptedProvider
 from cluster.controlplane import ControlPlane, wait_for
 from cluster.node import Node, node_cluster  # noqa: F401  (fixture)
 from cluster.node_run import GROUP_PATH, PodRecorder, host_operator, images_or_skip
 from cluster.tenant import BUCKET, install_crd, prepare_tenant, s3_bucket
+from cluster.test_operator_e2e import scripted
 from mcp_atlas_env import VENDOR, without_config_noise
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(1800)]
@@ -47,28 +47,6 @@ NAMESPACE = "mcp-atlas"
 MODEL_KEY = "sk-mcp-atlas-node-secret"
 SERVERS = ("filesystem", "memory", "calculator", "desktop-commander", "mcp-server-code-runner")
 TARGETS = ("runner", *(f"mcp-atlas-{s}" for s in SERVERS))
-
-
-def follow_the_trajectory(tasks: list[Task]) -> Any:
-    """A model that makes each task's reference tool calls, one turn at a time, then answers with
-    the task's first claim (MCP-Atlas tasks carry claims, no reference answer)."""
-    by_prompt = {t.prompt: t for t in tasks}
-
-    def script(body: dict[str, Any]) -> Reply:
-        task = by_prompt.get(next(m["content"] for m in body["messages"] if m["role"] == "user"))
-        if task is None:  # the run's pre-flight check of the endpoint
-            return Reply(content="ok")
-        done = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
-        turns = [t for t in task.reference_trajectory if t.calls]
-        if done < len(turns):
-            return Reply(
-                tool_calls=[
-                    tool_call(c.name, c.arguments, f"c{done}_{j}") for j, c in enumerate(turns[done].calls)
-                ]
-            )
-        return Reply(content=task.claims[0])  # one claim: an answer the judge can score
-
-    return script
 
 
 def atlas(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -157,7 +135,7 @@ def test_mcp_atlas_sample_tasks_run_in_pods_with_the_local_tool_outputs(
     assert archive.stat().st_size < 512 * 1024, "the archive must fit a ConfigMap"
     timings["/data archive"] = time.monotonic() - t
 
-    with s3_bucket(node.ip) as s3, ScriptedProvider(follow_the_trajectory(tasks), host=node.ip) as provider:
+    with s3_bucket(node.ip) as s3, ScriptedProvider(scripted(tasks), host=node.ip) as provider:
         # Locally first: the reference tool outputs.
         t = time.monotonic()
         local_run = tmp_path / "local.yaml"
@@ -181,6 +159,7 @@ def test_mcp_atlas_sample_tasks_run_in_pods_with_the_local_tool_outputs(
             str(data),
             "--out",
             str(tmp_path / "local"),
+            "--no-preflight",  # the scripted model answers the tasks' prompts only
             OPENAI_API_KEY="x",
         )
         timings["local run"] = time.monotonic() - t

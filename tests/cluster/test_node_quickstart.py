@@ -1,8 +1,8 @@
-"""The README's cluster quick-start ("On a cluster", the block after ``<!-- quickstart:cluster -->``)
+"""The cluster quick-start of docs/cluster.md (the block after ``<!-- quickstart:cluster -->``)
 run exactly as written on the project's control plane and real node.
 
 The block runs in one ``bash -euo pipefail`` from a scratch directory holding this checkout (links;
-``examples`` copied), with only the values the README marks ``# yours`` replaced: the registry is
+``examples`` copied), with only the values the guide marks ``# yours`` replaced: the registry is
 the node's, both S3 endpoints are a moto server on the node's bridge address, the model key is a
 test value, and the quick-start run file's ``apiBase`` is the project's scripted OpenAI-compatible
 model (it follows each task's reference trajectory). ``kubectl get atlasruns -w`` never ends, so
@@ -40,6 +40,7 @@ from cluster.node_run import images_or_skip
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(3600)]
 REPO = Path(__file__).resolve().parents[2]
+GUIDE = "docs/cluster.md"  # the cluster guide; the README links to it
 MARK = "<!-- quickstart:cluster -->"
 WATCH = "kubectl get atlasruns -n evals -w"
 MODEL_KEY = "sk-quickstart-secret-value"
@@ -52,8 +53,8 @@ RELEASE_OBJECTS = [
 
 def readme_block() -> list[str]:
     """The marked block's lines, as the user reads them."""
-    text = (REPO / "README.md").read_text()
-    assert text.count(MARK) == 1, f"README.md must mark one block with {MARK}"
+    text = (REPO / GUIDE).read_text()
+    assert text.count(MARK) == 1, f"{GUIDE} must mark one block with {MARK}"
     block = text.split(MARK, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     return block.splitlines()
 
@@ -74,7 +75,7 @@ def with_values(lines: list[str], values: dict[str, str]) -> str:
                 "kubectl get atlasruns -n evals"
             )
         out.append(line)
-    assert seen == set(values), f"README lacks user values {set(values) - seen}"
+    assert seen == set(values), f"{GUIDE} lacks user values {set(values) - seen}"
     assert WATCH in "\n".join(lines)
     return "\n".join(out) + "\n"
 
@@ -104,7 +105,7 @@ def set_aside(cp: ControlPlane) -> Iterator[None]:
 
 
 def workspace_storage(cp: ControlPlane, node: Node) -> Path:
-    """A PersistentVolume of no class for the README's PVC (a default StorageClass's job)."""
+    """A PersistentVolume of no class for the guide's PVC (a default StorageClass's job)."""
     path = node.workdir / "quickstart-storage"
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir()
@@ -150,7 +151,7 @@ def test_readme_cluster_quickstart_runs_as_written(
     from cluster.test_operator_e2e import scripted
 
     cp, node = node_cluster
-    # The README's prerequisite `make venv`: up to date, so `make images` does not reinstall the
+    # The guide's prerequisite `make venv`: up to date, so `make images` does not reinstall the
     # venv (the scratch checkout links this one's .venv).
     pyproject = REPO / "pyproject.toml"
     stamp = REPO / ".venv" / f".deps-{hashlib.sha1(pyproject.read_bytes()).hexdigest()[:12]}"
@@ -161,7 +162,7 @@ def test_readme_cluster_quickstart_runs_as_written(
     built = time.monotonic() - t0
     tasks = load_tasks(REPO / "examples" / "starter" / "tasks.yaml").tasks
     node.expose_api_server()
-    for ns in ("atlasrun-system", "evals"):  # the README creates them: an earlier test's must be gone
+    for ns in ("atlasrun-system", "evals"):  # the guide creates them: an earlier test's must be gone
         wait_for(
             lambda ns=ns: cp.kubectl("get", "namespace", ns, check=False).returncode != 0, 180, f"{ns} gone"
         )
@@ -208,7 +209,7 @@ def test_readme_cluster_quickstart_runs_as_written(
                 wall, ended = time.monotonic() - t1, time.time()
                 assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
                 check_outcome(cp, work, lock, node, provider)
-                print(f"\nREADME cluster quick-start: {wall:.0f}s (images ensured first: {built:.0f}s)")
+                print(f"\ncluster quick-start: {wall:.0f}s (images ensured first: {built:.0f}s)")
                 print(step_times(done.stderr, ended))
             finally:
                 subprocess.run(

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from atlasrun.cluster.egress import ANNOTATION
-from atlasrun.cluster.manifests import render_network_policy
+from atlasrun.cluster.operator.manifests import render_network_policy
+from atlasrun.cluster.wire.contract import ANNOTATION_EGRESS as ANNOTATION
 from atlasrun.runspec.run import RunSpecBody
 from cluster.controlplane import ControlPlane
 from cluster.node import Node, node_cluster  # noqa: F401  (fixture)

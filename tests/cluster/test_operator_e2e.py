@@ -148,7 +148,7 @@ class Operator:
                 "run",
                 "--standalone",
                 "-m",
-                "atlasrun.cluster.operator",
+                "atlasrun.cluster.operator.main",
                 "--namespace",
                 self.namespace,
             ],

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
-from atlasrun.cluster.images import CATALOG_IN_CLUSTER
+from atlasrun.cluster.operator.images import CATALOG_IN_CLUSTER
 from atlasrun.servers.instance import free_port
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from cluster import test_operator_e2e as e2e

@@ -4,13 +4,19 @@ Every format the loaders read is covered in equal shares: CSV, JSONL, Parquet (M
 native YAML and JSON, and run files. Each case is a valid file with one to three structural
 mutations (a field set to a hostile value, removed, retyped, nested deep, ...) and/or byte-level
 ones (truncation, invalid UTF-8, NUL, alias bombs, deep flow nesting, corrupt Parquet pages).
-The case runs the real ``atlas validate`` in-process under a time limit and is classified:
+The classes of ``hostile`` (special files, tagged YAML values, invalid Unicode in every string
+field, huge integers, deep nesting, damaged results directories) take equal shares too.
+Each case runs in a forked child (its peak RSS is measured; a child is killed past the time
+limit) with the real ``atlas validate`` (or, for results directories, the commands that read one)
+in-process, and is classified:
 
 - accepted: exit 0;
 - rejected with a clear error: exit 1 with every ``error:`` line naming file, row/line/task and
   field, or exit 2 naming the file (or the run file's spec path);
 - traceback (an exception escaped), hang (over the time limit), unclear (an error without a
-  where), internal (a row hit the loader's safety net): each must be 0.
+  where), internal (a row hit the loader's safety net), over_1gb (the child's peak RSS over
+  1 GB), miscounted (a damaged results directory counted an item it never had), control (a
+  message echoing a control, line-separator or bidi character from the input raw): each must be 0.
 
 ``python tests/fuzz/fuzz_validate.py --cases 6000`` (``make fuzz``) prints the counts; the same
 seed gives the same cases (``--case N`` replays one, ``--keep DIR`` saves the failing inputs).
@@ -23,12 +29,15 @@ import contextlib
 import copy
 import io
 import json
+import os
 import random
 import re
+import select
 import shutil
 import signal
 import sys
 import tempfile
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -42,11 +51,28 @@ import pyarrow.parquet as pq
 import yaml
 
 from atlasrun.cli import main as atlas
+from atlasrun.scoring.store import ResultsDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, also when run as a script
 from conftest import SUM_TASK
+from fuzz.hostile import (
+    VALIDATE_CLASSES,
+    build_results_base,
+    corrupt_utf8,
+    damage_results,
+    expand,
+    ghost_items,
+    make_special,
+    mutate_class,
+    results_commands,
+    tag_yaml,
+)
 
 FORMATS = ("csv", "jsonl", "parquet", "yaml", "json", "run")
+CLASSES = (*FORMATS, *VALIDATE_CLASSES, "results")
+GB = 1024**3
+MEMORY_KILL = 2 * GB  # a case's child past this peak RSS is killed: a runaway case cannot take the machine
+POLL_S = 0.05
 ROW_ERROR = re.compile(
     r"^error: (?P<file>[^ ]+) (row|line|task) \d+(, item \d+)?(, task .+?)?, field .+?: .+"
 )
@@ -278,28 +304,54 @@ def _seed_doc(fmt: str) -> Any:
 @dataclass
 class Case:
     index: int
-    fmt: str
+    fmt: str  # a file format, or a class of hostile input (CLASSES)
     path: Path
+    base_keys: set[tuple[str, str, int]] = field(default_factory=set)  # results: the undamaged items
+
+
+def _write_case(fmt: str, doc: Any, rng: random.Random, folder: Path, data: bytes | None = None) -> Path:
+    suffix = {"run": "yaml"}.get(fmt, fmt)
+    path = folder / f"{'run' if fmt == 'run' else 'tasks'}.{suffix}"
+    path.write_bytes(_dump(fmt, doc, rng) if data is None else data)
+    if fmt == "run":  # the task file it points at: valid, or itself a mutated one
+        tasks_doc = _seed_doc("yaml") if rng.random() < 0.7 else mutate_structure(_seed_doc("yaml"), rng)
+        (folder / "tasks.yaml").write_bytes(_dump("yaml", tasks_doc, rng))
+    return path
 
 
 def make_case(index: int, seed: int, root: Path) -> Case:
     rng = random.Random(f"{seed}:{index}")
-    fmt = FORMATS[index % len(FORMATS)]
+    cls = CLASSES[index % len(CLASSES)]
     folder = root / f"case{index}"
     folder.mkdir()
+    if cls in FORMATS:
+        doc = _seed_doc(cls)
+        for _ in range(rng.randint(0 if rng.random() < 0.3 else 1, 3)):
+            doc = mutate_structure(doc, rng)
+        data = _dump(cls, doc, rng)
+        if rng.random() < 0.45:
+            data = mutate_bytes(data, rng, cls)
+        return Case(index, cls, _write_case(cls, doc, rng, folder, data))
+    if cls == "results":
+        return Case(index, cls, folder)
+    fmt = rng.choice(("yaml", "run")) if cls == "tagged" else rng.choice(FORMATS)
     doc = _seed_doc(fmt)
-    for _ in range(rng.randint(0 if rng.random() < 0.3 else 1, 3)):
-        doc = mutate_structure(doc, rng)
-    data = _dump(fmt, doc, rng)
-    if rng.random() < 0.45:
-        data = mutate_bytes(data, rng, fmt)
-    suffix = {"run": "yaml"}.get(fmt, fmt)
-    path = folder / f"{'run' if fmt == 'run' else 'tasks'}.{suffix}"
-    path.write_bytes(data)
-    if fmt == "run":  # the task file it points at: valid, or itself a mutated one
-        tasks_doc = _seed_doc("yaml") if rng.random() < 0.7 else mutate_structure(_seed_doc("yaml"), rng)
-        (folder / "tasks.yaml").write_bytes(_dump("yaml", tasks_doc, rng))
-    return Case(index, fmt, path)
+    if cls == "special":
+        target = folder / f"{'run' if fmt == 'run' else 'tasks'}.{ {'run': 'yaml'}.get(fmt, fmt) }"
+        return Case(
+            index, cls, make_special(folder, rng, target, lambda: _write_case(fmt, doc, rng, folder) and None)
+        )
+    if cls == "tagged":
+        text = _dump(fmt, doc, rng).decode("utf-8", "surrogatepass")
+        return Case(
+            index,
+            cls,
+            _write_case(fmt, doc, rng, folder, tag_yaml(text, rng).encode("utf-8", "surrogatepass")),
+        )
+    if cls == "unicode" and rng.random() < 0.3:
+        return Case(index, cls, _write_case(fmt, doc, rng, folder, corrupt_utf8(_dump(fmt, doc, rng), rng)))
+    mutated = mutate_class(cls, doc, rng)
+    return Case(index, cls, _write_case(fmt, mutated, rng, folder, expand(_dump(fmt, mutated, rng), rng)))
 
 
 class Hang(Exception):
@@ -312,12 +364,29 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 
 @dataclass
 class Outcome:
-    kind: str  # accepted | rejected | traceback | hang | unclear | internal
+    # accepted | rejected | handled (a results directory) | traceback | hang | unclear | internal |
+    # over_1gb | miscounted | control (a message echoing a control character raw)
+    kind: str
     detail: str = ""
     row_level: bool = False
+    peak_rss: int = 0  # bytes, the case's child
+
+
+# What no message may echo raw: it breaks the line apart or drives the terminal (tab is fine).
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def unsafe_output(text: str) -> str | None:
+    """The first output line with a raw control, line-separator or bidi character, if any."""
+    for line in text.split("\n"):
+        if CONTROL.search(line):
+            return f"echoes control characters: {line[:300]!r}"
+    return None
 
 
 def classify(case: Case, code: int | None, out: str, err: str) -> Outcome:
+    if unsafe := unsafe_output(out + err):
+        return Outcome("control", unsafe)
     lines = [ln for ln in (out + err).splitlines() if ln.startswith("error: ")]
     if "internal error reading this row" in out + err:
         return Outcome("internal", next(ln for ln in lines if "internal error" in ln))
@@ -358,6 +427,118 @@ def run_case(case: Case, time_limit_s: float) -> Outcome:
     return classify(case, code, out.getvalue(), err.getvalue())
 
 
+def run_results_case(case: Case, base: Path, time_limit_s: float) -> Outcome:
+    """Damage a copy of ``base``, run two reading commands on it; classify like ``run_case``."""
+    rng = random.Random(f"results:{case.index}")
+    case_dir = case.path / "out"
+    shutil.copytree(base, case_dir)
+    done = damage_results(case_dir, rng, mutate_structure)
+    for argv in results_commands(base, case_dir, rng):
+        out, err = io.StringIO(), io.StringIO()
+        signal.setitimer(signal.ITIMER_VIRTUAL, time_limit_s)
+        signal.setitimer(signal.ITIMER_REAL, 6 * time_limit_s)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = atlas(argv)
+        except Hang:
+            return Outcome("hang", f"{argv[0]} after damage {done}: over {time_limit_s:g} s of CPU")
+        except BaseException:
+            return Outcome("traceback", f"{argv[0]} after damage {done}:\n{traceback.format_exc(limit=-3)}")
+        finally:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if unsafe := unsafe_output(out.getvalue() + err.getvalue()):
+            return Outcome("control", f"{argv[0]} after damage {done}: {unsafe}")
+        errors = [ln for ln in err.getvalue().splitlines() if ln.startswith("error: ")]
+        if code not in (0, 1, 2, 3) or (code == 2 and not any(str(case_dir) in ln for ln in errors)):
+            return Outcome("unclear", f"{argv[0]} after damage {done}: exit {code}: {err.getvalue()[-300:]}")
+    ghosts = ghost_items(case.base_keys, case_dir)
+    if ghosts:
+        return Outcome("miscounted", f"after damage {done}: counted {ghosts[:3]}")
+    return Outcome("handled")
+
+
+def run_isolated(index: int, seed: int, root: Path, base: Path, time_limit_s: float) -> tuple[Case, Outcome]:
+    """Make and run case ``index`` in a forked child; the parent measures its peak RSS (killing it
+    past ``MEMORY_KILL``; an address-space limit would fail allocations that never become resident)
+    and kills it past 6x the time limit (a hang the child's own timers did not end)."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(reader)
+        code = 0
+        try:
+            child_case = make_case(index, seed, root)  # here: the parent stays free of threads
+            if child_case.fmt == "results":
+                child_case.base_keys = set(ResultsDir(base).load())
+                outcome = run_results_case(child_case, base, time_limit_s)
+            else:
+                outcome = run_case(child_case, time_limit_s)
+            payload = json.dumps(
+                [child_case.fmt, str(child_case.path), outcome.kind, outcome.detail, outcome.row_level]
+            )
+            os.write(writer, payload.encode("utf-8", "backslashreplace"))
+        except BaseException:
+            code = 70
+            with contextlib.suppress(BaseException):
+                os.write(
+                    writer, json.dumps(["?", "", "traceback", traceback.format_exc(limit=-3), False]).encode()
+                )
+        finally:
+            os._exit(code)
+    os.close(writer)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 6 * time_limit_s + 30
+    killed = ""
+    with os.fdopen(reader, "rb") as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or _peak_rss(pid) > MEMORY_KILL:
+                killed = "hang" if left <= 0 else "over_1gb"
+                os.kill(pid, signal.SIGKILL)
+                break
+            ready, _, _ = select.select([pipe], [], [], min(left, POLL_S))
+            if ready:
+                chunk = os.read(pipe.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    _, status, usage = os.wait4(pid, 0)
+    peak = usage.ru_maxrss * 1024  # kilobytes on Linux
+    fmt, path, kind, detail, row_level = (
+        json.loads(b"".join(chunks))
+        if chunks
+        else ["?", "", "traceback", f"child ended with status {status}", False]
+    )
+    case = Case(
+        index,
+        fmt if fmt != "?" else CLASSES[index % len(CLASSES)],
+        Path(path) if path else root / f"case{index}",
+    )
+    if killed == "hang":
+        return case, Outcome("hang", f"killed after {6 * time_limit_s + 30:g} s of wall clock")
+    if killed:
+        return case, Outcome("over_1gb", f"killed at a peak RSS over {MEMORY_KILL / GB:g} GB")
+    if peak > GB:
+        return case, Outcome("over_1gb", f"peak RSS {peak / GB:.2f} GB ({kind}: {detail[-200:]})")
+    outcome = Outcome(kind, detail, bool(row_level))
+    outcome.peak_rss = peak
+    return case, outcome
+
+
+FAILURE_KINDS = ("traceback", "hang", "unclear", "internal", "over_1gb", "miscounted", "control")
+
+
+def _peak_rss(pid: int) -> int:
+    """The peak resident set (VmHWM) of a live process, in bytes (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(found[1]) * 1024 if found else 0
+
+
 @dataclass
 class Report:
     cases: int = 0
@@ -366,21 +547,37 @@ class Report:
     row_level: int = 0
     failures: list[tuple[Case, Outcome]] = field(default_factory=list)
 
+    peak_rss: int = 0
+
     @property
     def ok(self) -> bool:
-        return not any(self.kinds[k] for k in ("traceback", "hang", "unclear", "internal"))
+        return not any(self.kinds[k] for k in FAILURE_KINDS)
+
+    def failure_kinds(self) -> dict[tuple[str, str, str], tuple[int, int]]:
+        """(class, kind, the detail's last line) -> (cases, an example case index)."""
+        found: dict[tuple[str, str, str], tuple[int, int]] = {}
+        for case, outcome in self.failures:
+            last = (outcome.detail.strip().splitlines() or [""])[-1]
+            signature = re.sub(r"/tmp/\S+|\d+", "N", last)[:160]
+            count, example = found.get((case.fmt, outcome.kind, signature), (0, case.index))
+            found[(case.fmt, outcome.kind, signature)] = (count + 1, example)
+        return found
 
     def lines(self) -> list[str]:
         k = self.kinds
         return [
-            f"cases: {self.cases} ({', '.join(f'{f} {self.by_format[f]}' for f in FORMATS)})",
+            f"cases: {self.cases} ({', '.join(f'{f} {self.by_format[f]}' for f in CLASSES)})",
             f"rejected with a clear error: {k['rejected']} "
             f"({self.row_level} by row/line and field, {k['rejected'] - self.row_level} whole-file)",
             f"accepted: {k['accepted']}",
+            f"damaged results directories read by 2 commands each, no failure: {k['handled']}",
             f"tracebacks: {k['traceback']}",
             f"hangs: {k['hang']}",
             f"errors without file/row/field: {k['unclear']}",
+            f"messages echoing control, line-separator or bidi characters raw: {k['control']}",
             f"rows caught by the loader's safety net: {k['internal']}",
+            f"processes over 1 GB: {k['over_1gb']} (largest case peak RSS {self.peak_rss / 1024**2:.0f} MB)",
+            f"damaged results directories that counted an item they never had: {k['miscounted']}",
         ]
 
 
@@ -389,17 +586,20 @@ def fuzz(cases: int, seed: int, time_limit_s: float = 10.0, only: int | None = N
     previous = signal.signal(signal.SIGALRM, _alarm), signal.signal(signal.SIGVTALRM, _alarm)
     root = Path(tempfile.mkdtemp(prefix="atlas-fuzz-"))
     try:
+        (root / "base").mkdir()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            base = build_results_base(root / "base")
         for index in [only] if only is not None else range(cases):
-            case = make_case(index, seed, root)
-            outcome = run_case(case, time_limit_s)
+            case, outcome = run_isolated(index, seed, root, base, time_limit_s)
             report.cases += 1
             report.by_format[case.fmt] += 1
             report.kinds[outcome.kind] += 1
             report.row_level += outcome.row_level
-            if outcome.kind not in ("accepted", "rejected"):
+            report.peak_rss = max(report.peak_rss, outcome.peak_rss)
+            if outcome.kind in FAILURE_KINDS:
                 report.failures.append((case, outcome))
             else:
-                shutil.rmtree(case.path.parent)
+                shutil.rmtree(root / f"case{index}", ignore_errors=True)
     finally:
         signal.signal(signal.SIGALRM, previous[0])
         signal.signal(signal.SIGVTALRM, previous[1])
@@ -421,11 +621,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"atlas validate fuzz, seed {args.seed}")
     for line in report.lines():
         print(f"  {line}")
+    for (fmt, kind, signature), (count, example) in report.failure_kinds().items():
+        print(f"KIND {count} x {fmt}/{kind} (e.g. case {example}): {signature}")
     for case, outcome in report.failures[:20]:
         print(f"FAIL case {case.index} ({case.fmt}, {outcome.kind}): {outcome.detail.strip()[-600:]}")
     if args.keep and report.failures:
         for case, _ in report.failures:
-            shutil.copytree(case.path.parent, args.keep / case.path.parent.name, dirs_exist_ok=True)
+            shutil.copytree(
+                case.path.parent, args.keep / case.path.parent.name, symlinks=True, dirs_exist_ok=True
+            )
     shutil.rmtree(report.root, ignore_errors=True)  # type: ignore[attr-defined]
     return 0 if report.ok else 1
 

@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from atlasrun import __version__
-from atlasrun.cluster.contract import GROUP, PLURAL, VERSION
-from atlasrun.cluster.store import S3Results, parse_s3_uri
-from atlasrun.errors import InputError
+from atlasrun.cluster.wire.contract import GROUP, PLURAL, VERSION
+from atlasrun.cluster.wire.store import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_BACKOFF_S,
+    S3Results,
+    StoreError,
+    parse_s3_uri,
+)
+from atlasrun.errors import EXIT_ITEM_ERRORS, AtlasError, InputError
 from atlasrun.runner.local import write_summary
 from atlasrun.runner.record import RUN_FILE, RunRecord
 from atlasrun.runspec.run import RunSpecBody
@@ -35,27 +42,112 @@ class Pulled:
     source: str
 
 
-def run_from_cluster(name: str, namespace: str | None, kubeconfig: str | None = None) -> dict[str, Any]:
-    """The AtlasRun ``name`` (kubeconfig's current namespace unless ``namespace``)."""
-    from kubernetes import client, config
-    from kubernetes.client.rest import ApiException
+WHERE = "atlas pull SOURCE"
+PROBE_ATTEMPTS = 2  # an unreachable store (DNS, refused port) is reported in seconds, not minutes
+PROBE_BACKOFF_S = 0.5
+CLUSTER_TIMEOUT_S = 10.0
+
+
+class Unreachable(AtlasError):
+    """The object store or the cluster could not be reached: not bad input (exit 3, not 2)."""
+
+    exit_code = EXIT_ITEM_ERRORS
+
+
+def _load_cluster_config(kubeconfig: str | None) -> str | None:
+    """Load the kubeconfig (or, inside a pod, the in-cluster config); its namespace, if any."""
+    from kubernetes import config
 
     try:
         config.load_kube_config(config_file=kubeconfig)
-        namespace = namespace or config.list_kube_config_contexts(config_file=kubeconfig)[1]["context"].get(
-            "namespace", "default"
-        )
-    except config.ConfigException:
-        config.load_incluster_config()
-        namespace = namespace or "default"
+        context = config.list_kube_config_contexts(config_file=kubeconfig)[1]["context"]
+        return str(context.get("namespace") or "default")
+    except (config.ConfigException, OSError) as exc:
+        if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            shown = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            raise InputError(
+                f"atlasrun/NAME is read from the cluster, but the kubeconfig {shown} cannot be used "
+                f"({str(exc).strip() or type(exc).__name__}): give --kubeconfig FILE, or pull the run's "
+                "results URI directly (atlas pull s3://BUCKET/PREFIX/RUN/ OUT)",
+                where=WHERE,
+            ) from exc
+    config.load_incluster_config()
+    return None
+
+
+def run_from_cluster(name: str, namespace: str | None, kubeconfig: str | None = None) -> dict[str, Any]:
+    """The AtlasRun ``name`` (kubeconfig's current namespace unless ``namespace``)."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+    from urllib3.exceptions import HTTPError
+
+    current = _load_cluster_config(kubeconfig)  # always: it also points the client at the cluster
+    namespace = namespace or current or "default"
+    api = client.CustomObjectsApi()
     try:
         return dict(
-            client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            api.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=CLUSTER_TIMEOUT_S
+            )
         )
     except ApiException as exc:
         raise InputError(
-            f"cannot read AtlasRun {namespace}/{name}: {exc.status} {exc.reason}", where="atlas pull"
+            f"cannot read AtlasRun {namespace}/{name}: {exc.status} {exc.reason}", WHERE
         ) from exc
+    except HTTPError as exc:  # refused, no such host, timed out (urllib3 has retried)
+        host = api.api_client.configuration.host
+        raise Unreachable(f"{WHERE}: cannot reach the cluster at {host}: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The outer message and the innermost cause's, on one line (urllib3 and botocore wrap the
+    socket error: "Failed to resolve ...", "Connection refused")."""
+    outer, inner = exc, exc
+    for _ in range(10):
+        wrapped = (
+            inner.__cause__ or getattr(inner, "reason", None) or getattr(inner, "kwargs", {}).get("error")
+        )
+        if not isinstance(wrapped, BaseException):
+            break
+        inner = wrapped
+    text = str(outer) if inner is outer else f"{outer} ({_root_text(inner)})"
+    return " ".join(text.split())[:400] or type(outer).__name__
+
+
+def _root_text(exc: BaseException) -> str:
+    """urllib3 prefixes the connection object: keep what follows it."""
+    text = str(exc)
+    return text.split("): ", 1)[1] if text.startswith(("<", "AWSHTTP", "HTTP")) and "): " in text else text
+
+
+def open_results(uri: str, endpoint_url: str | None, warn: Callable[[str], None]) -> S3Results:
+    """The run's results store, reached once with few attempts: a wrong endpoint, bucket or key
+    fails in seconds; then every request gets the store's full retry policy."""
+    store = S3Results(
+        uri, endpoint_url, warn=lambda _: None, attempts=PROBE_ATTEMPTS, backoff_s=PROBE_BACKOFF_S
+    )
+    try:
+        store.read_bytes("summary.json")  # a missing object is fine: this checks the store answers
+    except StoreError as exc:
+        code = _error_code(exc)
+        where = store.endpoint_url or "AWS S3"
+        if code == "NoSuchBucket":
+            raise InputError(f"no bucket {store.location.bucket!r} at {where}", WHERE) from exc
+        if exc.denied or code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            raise InputError(
+                f"{where} refused the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY): {code}", WHERE
+            ) from exc
+        raise Unreachable(
+            f"{WHERE}: cannot reach object storage at {where}: "
+            f"{_reason(exc)}; check --s3-endpoint-url / AWS_ENDPOINT_URL and the network"
+        ) from exc
+    store.warn, store.backoff_s, store.attempts = warn, DEFAULT_BACKOFF_S, DEFAULT_ATTEMPTS
+    return store
+
+
+def _error_code(exc: StoreError) -> str:
+    response = getattr(exc.__cause__, "response", None)
+    return str(((response or {}).get("Error") or {}).get("Code") or "")
 
 
 def pull(
@@ -88,7 +180,7 @@ def pull(
         raise InputError(f"{source!r}: give s3://bucket/prefix/ or atlasrun/NAME", where="atlas pull SOURCE")
     if out.exists() and not out.is_dir():
         raise InputError("exists and is not a directory", where=str(out))
-    results = S3Results(uri, endpoint_url, warn=warn).list_results()
+    results = open_results(uri, endpoint_url, warn).list_results()
     if not results:
         raise InputError(f"no task results under {uri}tasks/", where="atlas pull SOURCE")
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +201,7 @@ def pull(
     )
     if record.spec:
         record.spec["metadata"] = {"name": run["metadata"]["name"]} if run else {}
-    store.write_record(RUN_FILE, record)
+    store.write_record(RUN_FILE, record, covers=[r.key for r in results])
     threshold = body.pass_threshold if body else 0.75
     summary = write_summary(store, out.name, [judge] if judge else [], threshold, models=models)
     (out / "pulled.json").write_text(

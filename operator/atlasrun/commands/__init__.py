@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "write OUT/report.html: tables, charts and a per-task drill-down"),
     "servers": ("servers", "the MCP server catalog"),
     "rescore": ("rescore", "judge a finished run's saved answers again (no agent reruns)"),
+    "view": ("view", "a live local web page of runs: progress, pass rates, errors, transcripts"),
     "run-task": (
         "run_task",
         "cluster mode: run one work item against sidecar servers, store the result in S3",

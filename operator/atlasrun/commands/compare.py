@@ -42,7 +42,10 @@ def _load(path: str) -> dict[str, list[TaskResult]]:
     root = Path(path)
     if not root.is_dir():
         raise InputError("results directory not found", where=path)
-    results = ResultsDir(root).load()
+    store = ResultsDir(root)
+    results = store.load()
+    for warning in store.skipped_text():
+        print(warning, file=sys.stderr)
     if not results:
         raise InputError("no results (results.jsonl missing or empty)", where=path)
     return by_model(results.values())

@@ -29,7 +29,7 @@ from atlasrun.diagnostics.store import SUMMARY_FILE, DiagnosesLog
 from atlasrun.errors import InputError
 from atlasrun.redact import declare
 from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.store import ResultsDir
+from atlasrun.scoring.store import ResultsDir, printable
 
 if (
     TYPE_CHECKING
@@ -44,6 +44,7 @@ class DiagnoseOutcome:
     skipped: int = 0  # already diagnosed
     done: list[Diagnosis] = field(default_factory=list)  # diagnosed (or failed) in this run
     missing: list[str] = field(default_factory=list)  # failing results that could not be diagnosed, with why
+    skipped_lines: list[str] = field(default_factory=list)  # results.jsonl lines not counted (warnings)
 
 
 def _current(previous: Diagnosis | None, result: TaskResult, judge: str) -> bool:
@@ -64,12 +65,15 @@ async def diagnose_dir(
     existing = log.load()
     todo = [r for r in failing if force or not _current(existing.get(r.key), r, diagnoser.info.name)]
     outcome = DiagnoseOutcome(
-        report=DiagnosisReport(), failing=len(failing), skipped=len(failing) - len(todo)
+        report=DiagnosisReport(),
+        failing=len(failing),
+        skipped=len(failing) - len(todo),
+        skipped_lines=results.skipped_text(),
     )
     slots = asyncio.Semaphore(concurrency)
 
     async def one(result: TaskResult) -> None:
-        where = f"{result.model} / {result.task_id} (repeat {result.repeat})"
+        where = f"{printable(result.model, 80)} / {printable(result.task_id, 80)} (repeat {result.repeat})"
         async with slots:
             full = await asyncio.to_thread(results.load_full, result)
             if full is None:
@@ -121,6 +125,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     outcome = asyncio.run(
         diagnose_dir(out, diagnoser, threshold=args.threshold, concurrency=args.concurrency, force=args.force)
     )
+    for line in outcome.skipped_lines:
+        print(line, file=sys.stderr)
     for message in outcome.missing:
         print(f"not diagnosed: {message}", file=sys.stderr)
     failed = sum(1 for d in outcome.done if d.status == "failed")

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from atlasrun import __version__
-from atlasrun.errors import InputError
+from atlasrun.errors import ErrorKind, InputError
 from atlasrun.interop.mcp_atlas import (
-    NOT_JUDGED,
+    IMPORTED_VERSION,
     export_rows,
     import_results,
     write_csv,
 )
+from atlasrun.judge.base import JudgeInfo
 from atlasrun.runner.local import write_summary
 from atlasrun.runner.record import RUN_FILE, ImportInfo, RunRecord
-from atlasrun.scoring.store import ResultsDir
+from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.store import ResultsDir, printable
 from atlasrun.tasks.loader import load_tasks
 
 
@@ -69,7 +72,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             pass_threshold=args.threshold,
         ),
     )
-    store.write_record(RUN_FILE, record)
+    store.write_record(RUN_FILE, record, covers=[r.key for r in imported.results])
     summary = write_summary(
         store,
         out.name,
@@ -79,19 +82,41 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
     for rejection in imported.rejected:
         print(f"rejected: {rejection}", file=sys.stderr)
-    unjudged = sum(1 for r in imported.results if r.reason == NOT_JUDGED)
     print(format_table(summary))
-    print(
-        f"\nimported {len(imported.results)} row(s), rejected {len(imported.rejected)}"
-        + (f"; {unjudged} not yet judged (run `atlas rescore {out} --judge NAME`)" if unjudged else "")
-    )
+    print(f"\n{import_summary(imported.results, len(imported.rejected), out)}")
     print(f"results: {out / 'results.jsonl'}")
     return 1 if imported.rejected else 0
+
+
+def import_summary(results: list[TaskResult], rejected: int, out: Path) -> str:
+    """What the import holds, truthfully: scores and who produced them, unscored rows, errors."""
+    scored = [r for r in results if r.status == "scored"]
+    unscored = sum(1 for r in results if r.error_kind == ErrorKind.UNJUDGED)
+    errors = sum(1 for r in results if r.status == "error") - unscored
+    producers = Counter(_producer(r.judge) for r in scored if r.judge)
+    parts = [f"imported {len(results)} row(s), rejected {rejected}"]
+    if scored:
+        parts.append(
+            f"{len(scored)} with imported scores (by {', '.join(f'{who}: {n}' for who, n in producers.items())})"
+        )
+    if unscored:
+        parts.append(f"{unscored} unscored (judge them: atlas rescore {out} --judge NAME)")
+    if errors:
+        parts.append(f"{errors} error(s) (see the table)")
+    return "; ".join(parts)
+
+
+def _producer(judge: JudgeInfo) -> str:
+    if judge.version == IMPORTED_VERSION:
+        return f"{printable(judge.name, 80)}, from the file's judge column"
+    return f"the MCP-Atlas scorer, judge model {printable(judge.model or 'not given (--judge-model)', 80)}"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     store = ResultsDir(Path(args.out_dir))
     latest = store.load()
+    for warning in store.skipped_text():
+        print(warning, file=sys.stderr)
     if not latest:
         raise InputError("no results.jsonl with results: not a results directory", where=args.out_dir)
     models = sorted({model for model, _, _ in latest})
@@ -99,9 +124,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     if model not in models:
         raise InputError(f"holds model(s) {', '.join(models)}; choose one with --model", where=args.out_dir)
     results = [store.load_full(r) or r for key, r in sorted(latest.items()) if key[0] == model]
-    columns, rows = export_rows(results)
+    columns, rows, missing = export_rows(results)
     write_csv(Path(args.out), columns, rows)
-    print(f"exported {len(rows)} row(s) of model {model} to {args.out}")
+    for result in missing:
+        where = store.task_path(result).relative_to(store.root)
+        print(
+            f"warning: left out task {printable(result.task_id, 80)} repeat {result.repeat}: "
+            f"no transcript ({where})",
+            file=sys.stderr,
+        )
+    print(
+        f"exported {len(rows)} row(s) of model {model} to {args.out}"
+        + (f"; {len(missing)} left out without a transcript" if missing else "")
+    )
     return 0
 
 

@@ -8,10 +8,12 @@ drill-down with every claim verdict and tool call. It needs no network and no Ja
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from atlasrun.errors import InputError
+from atlasrun.scoring.store import ResultsDir
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -23,6 +25,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from atlasrun.reports.data import build_data
     from atlasrun.reports.html import write_report
 
+    store = ResultsDir(out)
+    store.load()  # the lines the report leaves out, named here (the page counts only valid ones)
+    for warning in store.skipped_text():
+        print(warning, file=sys.stderr)
     data = build_data(out)
     if not data.rows:
         raise InputError(

@@ -8,7 +8,13 @@ command works on it:
   (``Engine._score``: ``judge_task`` with judges from ``make_judge``). Transcripts that
   never reached an answer (infrastructure or provider failure) come out as the same
   error as before; judge failures become ``judge failed on N/M claims`` errors, never 0.
-* excluded tasks, and errors without a transcript, are copied unchanged (reason kept).
+* excluded tasks, and agent or server errors without a transcript, are copied unchanged
+  (reason kept). A scored or judge-failed item whose transcript is gone (its per-task JSON
+  deleted or unreadable) becomes an ``unjudged`` error: never its old verdict, so a rescored
+  directory holds one judge's verdicts only.
+
+Like ``atlas run``, it prints the errors by kind (with their most common reason) and an
+``exit 3: ...`` line when it left items it could not judge.
 
 No server is started and no model is called. Resumable like ``atlas run``: keys already
 scored (or excluded) in the target are kept, errors are redone.
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +40,7 @@ from atlasrun.runner.plan import Plan
 from atlasrun.runner.record import RUN_FILE, RescoreInfo, RunRecord, read_record
 from atlasrun.runspec.run import JudgeSpec, ModelSpec, RunSpec
 from atlasrun.scoring.result import ErrorKind, TaskResult
-from atlasrun.scoring.store import ResultsDir, slug
+from atlasrun.scoring.store import ResultsDir, printable, slug
 from atlasrun.scoring.summary import SUMMARY_FILE, RunSummary
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.tasks.files import read_json_mapping
@@ -89,8 +96,12 @@ async def _rescore(engine: Engine, source: ResultsDir, todo: list[TaskResult]) -
     async def one(line: TaskResult) -> TaskResult:
         async with slots:
             full = await asyncio.to_thread(source.load_full, line)
-            if line.status == "excluded" or full is None or full.transcript is None:
-                result = full or line  # nothing to judge: copied as it was
+            if line.status == "excluded" or (
+                (full is None or full.transcript is None) and line.error_kind not in NEEDS_JUDGING
+            ):
+                result = full or line  # nothing to judge (an agent or server error): copied as it was
+            elif full is None or full.transcript is None:
+                result = unjudged(line, source)
             elif full.task is None:
                 result = full.model_copy(
                     update={
@@ -113,6 +124,32 @@ async def _rescore(engine: Engine, source: ResultsDir, todo: list[TaskResult]) -
     return list(await asyncio.gather(*(one(line) for line in todo)))
 
 
+# What a rescore judges: scored answers, and answers the judge failed on or never saw. Any other
+# error (provider, server, harness) never reached an answer and is copied as it was.
+NEEDS_JUDGING = (None, ErrorKind.JUDGE, ErrorKind.UNJUDGED)
+# Error kinds a rescore itself produces (the exit code counts these; copied ones were the source's).
+RESCORE_ERRORS = (ErrorKind.JUDGE, ErrorKind.UNJUDGED, ErrorKind.INPUT)
+
+
+def unjudged(line: TaskResult, source: ResultsDir) -> TaskResult:
+    """An item whose saved answer is gone: not judged by the new judge, never its old verdict."""
+    where = source.task_path(line).relative_to(source.root)
+    return line.model_copy(
+        update={
+            "status": "error",
+            "error_kind": ErrorKind.UNJUDGED,
+            "zeroed_error_kind": None,
+            "coverage": None,
+            "passed": None,
+            "passed_at": {},
+            "claims": [],
+            "judge": None,
+            "secondary": [],
+            "reason": f"rescore: no transcript ({where} is missing or unreadable): not judged by the new judge",
+        }
+    )
+
+
 def rescore(
     source_dir: Path,
     judges: list[JudgeSpec],
@@ -123,6 +160,8 @@ def rescore(
     """Rescore ``source_dir`` into ``target``; returns (target, summary, records kept from a previous attempt)."""
     source = ResultsDir(source_dir)
     latest = source.load()
+    for warning in source.skipped_text():
+        print(warning, file=sys.stderr)
     if not latest:
         raise InputError("no results.jsonl with results: not a results directory", where=str(source_dir))
     target = target or default_target(source_dir, judges[0].name)
@@ -150,7 +189,7 @@ def rescore(
     run_record.spec = spec.model_dump(mode="json", by_alias=True)
     run_record.judge = engine.judge.info
     run_record.rescore = RescoreInfo.model_validate(record)
-    store.write_record(RUN_FILE, run_record)
+    store.write_record(RUN_FILE, run_record, covers=latest)
     old = read_record(source_dir / SUMMARY_FILE, RunSummary)
     summary = write_summary(
         store,
@@ -181,9 +220,38 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         print(f"resumed: {kept} record(s) kept from {target / 'results.jsonl'}", file=sys.stderr)
     print(format_table(summary))
     print(f"\nresults: {target / 'results.jsonl'}\nsummary: {target / 'summary.json'}")
-    # Errors copied from the source run (provider, server) were not this command's: only judge errors count.
-    judged_badly = any(row["errors_by_kind"].get(ErrorKind.JUDGE) for row in summary["models"].values())
-    return EXIT_ITEM_ERRORS if judged_badly else EXIT_OK
+    code, lines = rescore_verdict(list(ResultsDir(target).load().values()))
+    for line in lines:
+        print(line, file=sys.stderr)
+    return code
+
+
+def rescore_verdict(results: list[TaskResult]) -> tuple[int, list[str]]:
+    """(exit code, lines to print), like ``atlas run``'s: errors by kind with their most common
+    reason, then ``exit 3`` when this rescore left items it could not judge. Errors copied from the
+    source run (provider, server) were not this command's: listed, they do not change the code."""
+    reasons: dict[ErrorKind, Counter[str]] = {}
+    for result in results:
+        if result.status == "error":
+            kind = result.error_kind or ErrorKind.OTHER
+            reasons.setdefault(kind, Counter())[result.reason or ""] += 1
+    if not reasons:
+        return EXIT_OK, []
+    counts = Counter({kind: sum(found.values()) for kind, found in reasons.items()})
+    lines = [
+        f"errors: {kind} {count}"
+        + ("" if kind in RESCORE_ERRORS else " (copied from the source run)")
+        + f": {printable(reasons[kind].most_common(1)[0][0])}"
+        for kind, count in counts.most_common()
+    ]
+    ours = {kind: n for kind, n in counts.items() if kind in RESCORE_ERRORS}
+    if not ours:
+        return EXIT_OK, lines
+    listed = ", ".join(f"{kind} {n}" for kind, n in ours.items())
+    lines.append(
+        f"exit {EXIT_ITEM_ERRORS}: item(s) this rescore could not judge: {listed} (see the errors above)"
+    )
+    return EXIT_ITEM_ERRORS, lines
 
 
 def register(subparsers: Any) -> None:

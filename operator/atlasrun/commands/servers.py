@@ -9,11 +9,25 @@ from typing import Any
 from atlasrun.flags import CATALOG_HELP, UNSAFE_FLAG, UNSAFE_HELP
 
 
+def _known_names(catalog: Any, names: list[str], command: str) -> list[str]:
+    """``names`` if the catalog has each (else InputError with a "did you mean"); all when empty."""
+    from atlasrun.errors import InputError, did_you_mean
+
+    table = catalog.by_name()
+    for name in names:
+        if name not in table:
+            raise InputError(
+                f"unknown server {name!r}{did_you_mean(name, table)}", where=f"atlas servers {command}"
+            )
+    return names or [s.name for s in catalog.servers]
+
+
 def cmd_servers_install(args: argparse.Namespace) -> int:
     from atlasrun.servers.catalog import load_catalog
     from atlasrun.servers.install import install_all
 
-    install_all(load_catalog(args.catalog), args.names or None)
+    catalog = load_catalog(args.catalog)
+    install_all(catalog, _known_names(catalog, args.names, "install") if args.names else None)
     return 0
 
 
@@ -64,19 +78,13 @@ def cmd_servers_list(args: argparse.Namespace) -> int:
     import asyncio
 
     from atlasrun import naming
-    from atlasrun.errors import InputError, did_you_mean
     from atlasrun.servers.catalog import load_catalog
     from atlasrun.servers.readiness import readiness
     from atlasrun.tasks.loader import load_tasks
 
     catalog = load_catalog(args.catalog)
     table = catalog.by_name()
-    for name in args.names:
-        if name not in table:
-            raise InputError(
-                f"unknown server {name!r}{did_you_mean(name, table)}", where="atlas servers list"
-            )
-    names = args.names or sorted(table)
+    names = _known_names(catalog, args.names, "list") if args.names else sorted(table)
     if args.live:
         tools = asyncio.run(_live_tools(args, names))
     else:  # the tools the starter suite's tasks name (start the servers with --live for all of them)
@@ -107,11 +115,12 @@ def cmd_servers_list(args: argparse.Namespace) -> int:
         if isinstance(listed, str):
             print(f"    {listed}")
         else:
-            source = "listed live" if args.live else "named by the starter suite; --live lists all"
-            if not listed and not args.live:
+            if args.live:  # the server's own count, as `atlas servers check` reports it
+                print(f"    {len(listed)} tool(s), listed live: {', '.join(listed) or '-'}")
+            elif listed:  # a subset: not the server's count
+                print(f"    tools the starter suite uses: {', '.join(listed)} (--live lists all of them)")
+            else:
                 print("    tools: --live starts it and lists them")
-                continue
-            print(f"    {len(listed)} tool(s), {source}: {', '.join(listed) or '-'}")
     return 0
 
 
@@ -125,7 +134,7 @@ async def _check(args: argparse.Namespace) -> list[dict[str, Any]]:
     from atlasrun.servers.sandbox import Sandbox
 
     catalog = load_catalog(args.catalog)
-    names = args.names or [s.name for s in catalog.servers]
+    names = _known_names(catalog, args.names, "check")
     data_dir = Path(args.data_dir).resolve() if args.data_dir else _scratch_data_root()
     sandbox = Sandbox(allow_host_exec=args.unsafe_host_exec)
 

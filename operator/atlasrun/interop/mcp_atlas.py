@@ -28,7 +28,10 @@ Everything else is ignored. A row without a score imports as an error ``not yet 
 ``atlas rescore`` judges; a row without any conversation or answer (the harness got no agent
 output) as a ``provider:`` error, which stays one. Bad rows are rejected by row and column; the
 rest still import. Export writes ``task_id, raw_conversation_history, response`` (plus ``repeat``
-when there are repeats, and ``coverage_score, pass`` when anything is scored).
+when there are repeats, and ``coverage_score, pass, judge`` when anything is scored); a result whose
+transcript is gone is left out (and named), never written as an empty answer with a score.
+Imported scores are recorded as who produced them: the row's ``judge`` column when an AtlasRun
+export wrote one, else the MCP-Atlas scorer (judge model from ``--judge-model``).
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ from atlasrun.tasks.loader import Rejection, Unreadable, read_rows, row_task_id
 from atlasrun.tasks.model import Task
 
 NOT_JUDGED = "not yet judged"
+# Results whose answer was judged (or was to be): exported only with their transcript.
+JUDGED_KINDS = (ErrorKind.JUDGE, ErrorKind.UNJUDGED)
 NO_OUTPUT = "provider: the MCP-Atlas harness recorded no conversation or answer"
 # run_eval.py writes ``response: "ERROR: HTTP 502: ..."`` / ``"ERROR: timeout after 600s"`` when the
 # harness itself failed: an infrastructure error (the reason prefix the engine uses), never a 0.
@@ -63,6 +68,8 @@ ID = ("task_id", "TASK", "task", "id")
 CONVERSATION = ("raw_conversation_history", "conversation", "messages")
 RESPONSE = ("response", "script_model_response", "model_response", "final_answer")
 COVERAGE = ("coverage_score", "coverage", "score")
+JUDGE = ("judge",)  # written by export-atlas: who produced coverage_score and pass
+IMPORTED_VERSION = "imported"  # the JudgeInfo.version of scores named by a judge column
 PER_CLAIM = ("coverage_details_json", "claim_scores", "per_claim")
 EXPORT_COLUMNS = ["task_id", "raw_conversation_history", "response"]
 SCORE_BY_VALUE = {score: label for label, score in LABEL_SCORES.items()}
@@ -191,20 +198,23 @@ def _verdicts(column: str, value: Any, claims: list[str]) -> list[ClaimVerdict]:
 def _score(
     result: TaskResult, rows: list[dict[str, Any]], task: Task, threshold: float, judge: JudgeInfo
 ) -> None:
-    """Apply the scores found in ``rows`` (scores file row first, then the results row)."""
+    """Apply the scores found in ``rows`` (scores file row first, then the results row), recording
+    who produced them: the row's ``judge`` column (an AtlasRun export names its judge), else
+    ``judge`` (the MCP-Atlas scorer)."""
     for row in rows:
+        by = _row_judge(row) or judge
         column, value = _value(row, PER_CLAIM)
         verdicts = _verdicts(column, value, task.claims) if value is not None else []
         if verdicts:  # an empty list says nothing: fall back to the coverage column
             score = score_claims(verdicts, threshold)
-            result.claims, result.judge = verdicts, judge
+            result.claims, result.judge = verdicts, by
             if score.judge_failures:
                 result.error_kind = ErrorKind.JUDGE
                 result.reason = (
                     f"judge failed on {score.judge_failures}/{len(verdicts)} claims (MCP-Atlas scorer)"
                 )
                 return
-            result.error_kind = None
+            result.error_kind, result.reason = None, None
             result.status, result.coverage, result.passed, result.passed_at = (
                 "scored",
                 score.coverage,
@@ -223,10 +233,25 @@ def _score(
             if not 0.0 <= coverage <= 1.0:
                 raise RowError(column, f"coverage {coverage} is not between 0 and 1")
             thresholds = sorted({*REPORTED_THRESHOLDS, threshold})
-            result.status, result.error_kind, result.coverage, result.judge = "scored", None, coverage, judge
+            result.status, result.error_kind, result.coverage, result.judge = "scored", None, coverage, by
+            result.reason = None
             result.passed = coverage >= threshold - 1e-9
             result.passed_at = {f"{t:g}": coverage >= t - 1e-9 for t in thresholds}
             return
+
+
+def _row_judge(row: dict[str, Any]) -> JudgeInfo | None:
+    """The judge an AtlasRun export named in its ``judge`` column (None when there is none)."""
+    name = str(_value(row, JUDGE)[1] or "").strip()
+    if not name:
+        return None
+    deterministic = name == "deterministic"
+    return JudgeInfo(
+        name=name,
+        kind="deterministic" if deterministic else "llm",
+        model=None if deterministic else name,
+        version=IMPORTED_VERSION,
+    )
 
 
 def _row_result(
@@ -347,14 +372,17 @@ def _export_messages(transcript: Transcript) -> list[dict[str, Any]]:
     return messages
 
 
-def export_rows(results: list[TaskResult]) -> tuple[list[str], list[dict[str, str]]]:
-    """MCP-Atlas columns for full records (task + transcript); excluded results are left out."""
+def export_rows(results: list[TaskResult]) -> tuple[list[str], list[dict[str, str]], list[TaskResult]]:
+    """MCP-Atlas columns for full records (task + transcript), and the results left out: excluded
+    ones, and any without its transcript (no row with an empty answer carries a score)."""
     chosen = sorted((r for r in results if r.status != "excluded"), key=lambda r: (r.task_id, r.repeat))
+    missing = [r for r in chosen if r.transcript is None and r.error_kind in (None, *JUDGED_KINDS)]
+    chosen = [r for r in chosen if r not in missing]
     columns = list(EXPORT_COLUMNS)
     if any(r.repeat for r in chosen):
         columns.append("repeat")
     if any(r.status == "scored" for r in chosen):
-        columns += ["coverage_score", "pass"]
+        columns += ["coverage_score", "pass", "judge"]
     rows = []
     for result in chosen:
         transcript = result.transcript
@@ -364,11 +392,12 @@ def export_rows(results: list[TaskResult]) -> tuple[list[str], list[dict[str, st
             "response": transcript.final_answer if transcript else "",
             "repeat": str(result.repeat),
         }
-        scored = result.status == "scored" and result.coverage is not None
+        scored = result.status == "scored" and result.coverage is not None and transcript is not None
         row["coverage_score"] = repr(result.coverage) if scored else ""
         row["pass"] = str(bool(result.passed)) if scored else ""
+        row["judge"] = result.judge.name if scored and result.judge else ""
         rows.append({c: row[c] for c in columns})
-    return columns, rows
+    return columns, rows, missing
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict[str, str]]) -> None:

@@ -85,6 +85,7 @@ class RunHeader:
     models: dict[str, str] = field(
         default_factory=dict
     )  # model name -> what it is (built-in agents labelled)
+    skipped_lines: int = 0  # results.jsonl lines not counted (damaged, tampered with, outside the run)
 
 
 @dataclass
@@ -308,6 +309,7 @@ def build_data(out: Path) -> ReportData:
     order = _order(list(latest.values()), out)
     results = sorted(latest.values(), key=lambda r: (order.index(r.model), r.task_id, r.repeat))
     header = _header(out, results)
+    header.skipped_lines = len(store.skipped)
     diagnoses = DiagnosesLog(out).load()
     diag_threshold = read_json_mapping(out / SUMMARY_FILE).get(
         "threshold"

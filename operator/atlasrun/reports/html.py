@@ -94,6 +94,13 @@ def _header(data: ReportData) -> str:
     ]
     if h.servers:
         facts.append(("servers", ", ".join(h.servers)))
+    if h.skipped_lines:
+        facts.append(
+            (
+                "skipped",
+                f"{h.skipped_lines} line(s) of results.jsonl (damaged, tampered with or outside the run): not counted",
+            )
+        )
     facts += [(f"model {name}", what) for name, what in h.models.items() if what != name]
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
     return (

@@ -255,6 +255,10 @@ class Engine:
             async with model_slot, run_slot:
                 surface.started = time.perf_counter()
                 transcript = await self.agents[item.model.name].run(item.task, surface, limits)
+            used = [*instances.values(), *surface.instances.values()]
+            infra_kind = (
+                ErrorKind.SERVER_RESOURCE if any(i.exhausted for i in used) else ErrorKind.SERVER_TRANSPORT
+            )
             transcript.tools = surface.openai_tools()
             if surface.missing:
                 transcript.notes.append(
@@ -267,10 +271,14 @@ class Engine:
                 )
         finally:
             self.manager.release(instances)
-        return await self.score_transcript(item, transcript)
+        return await self.score_transcript(item, transcript, infra_kind)
 
-    async def score_transcript(self, item: Item, transcript: Transcript) -> TaskResult:
-        """Judge a finished transcript (also used by ``atlas rescore``): the one path to a score."""
+    async def score_transcript(
+        self, item: Item, transcript: Transcript, infra_kind: ErrorKind = ErrorKind.SERVER_TRANSPORT
+    ) -> TaskResult:
+        """Judge a finished transcript (also used by ``atlas rescore``): the one path to a score.
+        ``infra_kind``: the error kind of its infrastructure errors (server_resource when a
+        server's sandbox hit a limit)."""
         measured = {
             "transcript": transcript,
             "tool_calls": len(transcript.calls),
@@ -290,7 +298,7 @@ class Engine:
             return self._base(
                 item,
                 status="error",
-                error_kind=ErrorKind.SERVER_TRANSPORT,
+                error_kind=infra_kind,
                 reason=f"infra: {transcript.infra_errors[0]}",
                 **measured,
             )

@@ -29,7 +29,7 @@ from atlasrun.tasks.hub import fetch_dataset, hub_source, is_hub_source
 
 LOCK_FILE = ".lock"
 # spec fields (camelCase, as in the run file) that results do not depend on
-SAFE_SPEC_FIELDS = ("parallelism", "repeats", "output", "cluster", "dataDir")
+SAFE_SPEC_FIELDS = ("parallelism", "repeats", "output", "cluster", "dataDir", "emptyDataDir")
 SAFE_TASK_FIELDS = ("ids", "limit")
 SAFE_LIMIT_FIELDS = ("providerRetries", "judgeRetries", "retryBackoffSeconds")
 # where an endpoint is served and how it is reached do not change which model answers

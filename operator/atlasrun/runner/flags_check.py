@@ -7,12 +7,17 @@ checked for what they must be (``--out`` a directory or nothing yet, ``--data-di
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
 from atlasrun.errors import InputError
+from atlasrun.runspec.run import RunSpec
+from atlasrun.tasks.model import Task
 
 WHERE = "command line"
 
@@ -45,3 +50,37 @@ def check_data_dir(path: Path, flag: str) -> None:
         )
     if not path.is_dir():
         raise InputError(f"{flag} {path}: not a directory", where=WHERE)
+
+
+def _mentions(mount: str) -> re.Pattern[str]:
+    """``/data`` as a path of its own (``/data``, ``/data/x``), not ``/database`` or ``/srv/data``."""
+    return re.compile(rf"(?<![\w./-]){re.escape(mount.rstrip('/') or '/')}(?![\w.-])")
+
+
+def tasks_reading_data(tasks: Sequence[Task], mount: str) -> list[str]:
+    """Ids of the tasks whose prompt or reference calls name a path under the data mount."""
+    pattern = _mentions(mount)
+    return [
+        task.id
+        for task in tasks
+        if pattern.search(task.prompt)
+        or any(pattern.search(json.dumps(call.arguments)) for call in task.reference_calls())
+    ]
+
+
+def check_data_root(spec: RunSpec, tasks: Sequence[Task], data_dir_flag: str | None) -> None:
+    """Without a data root (no ``--data-dir``, ``spec.dataDir``, agent-environment backend) the
+    servers see an empty one: refused when tasks read files there, unless ``spec.emptyDataDir``."""
+    body = spec.spec
+    if data_dir_flag or body.data_dir or body.empty_data_dir or body.servers.environment_url:
+        return
+    needing = tasks_reading_data(tasks, body.data_mount)
+    if not needing:
+        return
+    shown = ", ".join(needing[:5]) + (f" and {len(needing) - 5} more" if len(needing) > 5 else "")
+    raise InputError(
+        f"no data root (--data-dir or spec.dataDir), but {len(needing)} of {len(tasks)} task(s) read "
+        f"files under {body.data_mount}: {shown}. Give --data-dir DIR (`atlas init-workspace DIR` "
+        "creates the starter suite's), or set spec.emptyDataDir: true if an empty data root is intended",
+        where=str(spec.source_file) if spec.source_file else "run file",
+    )

@@ -1,10 +1,19 @@
-"""What ``atlas run`` exits with, for CI: item errors, then a ``--fail-under`` pass-rate bar."""
+"""What ``atlas run`` exits with, for CI: item errors, then a ``--fail-under`` pass-rate bar.
+
+The verdict, the ``--junit`` file and the printed table cover the same items: the ones this
+command selected (its tasks, models and repeats, resumed ones included). A results directory may
+hold more (earlier invocations with other ``--task``/``--limit``/``--model`` filters): summary.json
+and the report cover all of it, and ``atlas run`` then prints that table too, named as such.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_ITEM_ERRORS, EXIT_OK, InputError
+from atlasrun.scoring.result import TaskResult
+from atlasrun.scoring.stats import model_summaries
 
 
 def parse_rate(text: str) -> float:
@@ -41,3 +50,15 @@ def run_verdict(
         if below:
             return EXIT_FAIL_UNDER, below
     return EXIT_OK, []
+
+
+def selection_summary(results: Sequence[TaskResult], models: list[str]) -> dict[str, Any]:
+    """Per-model totals of ``results`` alone, shaped like summary.json's ``models`` (the table
+    and ``run_verdict`` read it)."""
+    table = model_summaries(results, models)
+    return {"models": {name: row.model_dump(mode="json") for name, row in table.items()}}
+
+
+def item_count(summary: dict[str, Any]) -> int:
+    """Items (task x repeat) a summary covers, over its models."""
+    return sum(int(row.get("items", row.get("tasks", 0))) for row in summary.get("models", {}).values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +18,9 @@ from atlasrun.runner.progress import Progress
 from atlasrun.runner.record import RUN_FILE, RunRecord, read_record
 from atlasrun.runspec.run import RunSpec, check_output_path
 from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.stats import (
-    INTERVAL_METHOD,
-    INTERVAL_TEXT,
-    Estimate,
-    by_model,
-    coverage_ci,
-    pass_rate_ci,
-)
+from atlasrun.scoring.stats import INTERVAL_TEXT, model_summaries
 from atlasrun.scoring.store import ResultsDir
-from atlasrun.scoring.summary import SUMMARY_FILE, ExcludedTask, Interval, RunSummary, summarize_models
+from atlasrun.scoring.summary import SUMMARY_FILE, ExcludedTask, RunSummary
 from atlasrun.servers.sandbox import Sandbox
 
 
@@ -39,6 +32,8 @@ class RunOutcome:
     summary: dict[str, Any]
     skipped: int  # items already scored by an earlier attempt (resume)
     moved_aside: Path | None = None  # --force-new: where the directory's earlier results went
+    # results.jsonl lines not counted (damaged, tampered with, outside the run), as warning lines
+    skipped_lines: list[str] = field(default_factory=list)
 
 
 def output_dir(spec: RunSpec, out: str | None) -> Path:
@@ -96,7 +91,13 @@ def _run_locked(
     store = engine.store
     finished = store.load()
     items = engine.items(finished)
-    store.write_record(RUN_FILE, _run_record(spec, plan, data_dir, engine, printed))
+    covers = [
+        (m.name, t.id, r)
+        for m in spec.spec.models
+        for t in plan.tasks + [e.task for e in plan.excluded]
+        for r in range(spec.spec.repeats)
+    ]
+    store.write_record(RUN_FILE, _run_record(spec, plan, data_dir, engine, printed), covers=covers)
     for result in engine.excluded_results():
         if finished.get(result.key) != result:
             store.append(result)
@@ -126,7 +127,9 @@ def _run_locked(
         rejected_rows=[str(r) for r in plan.rejected],
     )
     planned = spec.spec.repeats * len(spec.spec.models) * len(plan.tasks)
-    return RunOutcome(out, plan, results, summary, skipped=planned - len(items))
+    return RunOutcome(
+        out, plan, results, summary, skipped=planned - len(items), skipped_lines=store.skipped_text()
+    )
 
 
 def write_summary(
@@ -146,11 +149,7 @@ def write_summary(
     if results is None:
         latest = store.load()
         results = [latest[k] for k in sorted(latest)]
-    table = summarize_models(results, models)
-    grouped = by_model(results)
-    for name, row in table.items():
-        row.pass_rate_ci = _interval(pass_rate_ci(grouped.get(name, [])))
-        row.mean_coverage_ci = _interval(coverage_ci(grouped.get(name, [])))
+    table = model_summaries(results, models)
     if excluded_tasks is None:
         excluded_tasks = list(
             {
@@ -168,21 +167,10 @@ def write_summary(
         rejected_rows=rejected_rows or [],
         excluded_tasks=excluded_tasks,
         rescored_from=rescored_from,
+        skipped_lines=len(store.skipped),  # of the load that gave ``results`` (the caller's or ours)
     )
     store.write_record(SUMMARY_FILE, summary)
     return summary.model_dump(mode="json")
-
-
-def _interval(estimate: Estimate | None) -> Interval | None:
-    if estimate is None:
-        return None
-    return Interval(
-        low=estimate.low,
-        high=estimate.high,
-        half_width=estimate.half_width,
-        tasks=estimate.n,
-        method=INTERVAL_METHOD,
-    )
 
 
 def _run_record(

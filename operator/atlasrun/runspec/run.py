@@ -353,6 +353,8 @@ class RunSpecBody(_Spec):
     """Cluster mode: the run ends Failed when more than this share of its finished items errored (omitted: only when every item errored)."""
     data_dir: str | None = None
     """Local mode: the data root offline servers see."""
+    empty_data_dir: bool = False
+    """Local mode: without dataDir (or --data-dir) the servers see an empty data root on purpose. Otherwise a run whose tasks name files under dataMount and that has no data root is refused, naming those tasks."""
     data_mount: str = "/data"
     """The path the model sees for the data root."""
     output: OutputSpec = Field(default_factory=OutputSpec)
@@ -368,6 +370,22 @@ class RunSpecBody(_Spec):
             if dupes:
                 raise ValueError(f"{kind}: duplicate name(s) {', '.join(dupes)}")
         return self
+
+    @model_validator(mode="after")
+    def _one_data_root(self) -> RunSpecBody:
+        if self.empty_data_dir and self.data_dir:
+            raise ValueError("give dataDir or emptyDataDir: true, not both")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """emptyDataDir left out when false: fingerprints of runs made before it existed stay the
+        same (a results directory resumes)."""
+        dumped: dict[str, Any] = handler(self)
+        if not self.empty_data_dir:
+            dumped.pop("emptyDataDir", None)
+            dumped.pop("empty_data_dir", None)
+        return dumped
 
 
 class Metadata(_Spec):
@@ -401,10 +419,31 @@ RUN_TEXT_PATHS = [
 ]
 
 
+TASK_ONLY_SUFFIXES = (".csv", ".jsonl", ".parquet")
+TASK_FILE_GIVEN = (
+    "this is a task file, not a run file: give a run file (kind: AtlasRun) and this file as "
+    "--tasks (atlas run RUN.yaml --tasks FILE), or check it with atlas validate FILE"
+)
+
+
+def _looks_like_tasks(doc: Any) -> bool:
+    """A native task file: a list of task mappings, or a mapping whose ``tasks`` is such a list."""
+    items = doc.get("tasks") if isinstance(doc, dict) and "spec" not in doc else doc
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and all(isinstance(i, dict) and ("prompt" in i or "PROMPT" in i) for i in items)
+    )
+
+
 def load_run_spec(path: str | Path) -> RunSpec:
     source = Path(path)
     data = read_user_file(source, "run file", DOCUMENT_LIMIT)
+    if source.suffix.lower() in TASK_ONLY_SUFFIXES:
+        raise InputError(TASK_FILE_GIVEN, where=str(source))
     raw = load_yaml(decode(data, str(source)), str(source), RUN_TEXT_PATHS)
+    if _looks_like_tasks(raw):
+        raise InputError(TASK_FILE_GIVEN, where=str(source))
     # Without 'spec' this is some other file: its keys and values are not echoed as errors.
     if not isinstance(raw, dict) or "spec" not in raw:
         raise InputError(

@@ -10,6 +10,7 @@ version, never skipped silently.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import BaseModel
@@ -57,8 +58,35 @@ class VersionedRecord(BaseModel):
 
     @classmethod
     def from_json(cls, text: str | bytes, where: str) -> Self:
-        """Parse one stored record (ValueError if it is not JSON or not this record)."""
-        return cls.from_data(json.loads(text), where)
+        """Parse one stored record (ValueError if it is not UTF-8 JSON, holds text that is not
+        valid Unicode, or is not this record)."""
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as exc:  # a ValueError, but its message shows raw bytes
+                raise ValueError(f"not valid UTF-8 (byte {exc.start})") from None
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+        if SURROGATE_ESCAPE.search(text):
+            check_unicode(data)
+        return cls.from_data(data, where)
+
+
+# A JSON escape of a UTF-16 surrogate: a valid pair decodes to one character, a lone one to a
+# string no later stage can write (record_key, append_line encode to UTF-8).
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def check_unicode(data: Any) -> None:
+    """ValueError if a decoded JSON value holds a lone surrogate (in a key or a string)."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"text that is not valid Unicode (a lone surrogate {exc.object[exc.start]!a})"
+        ) from None
 
 
 M = TypeVar("M", bound=VersionedRecord)

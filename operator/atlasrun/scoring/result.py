@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from atlasrun.agent.transcript import Transcript
 from atlasrun.errors import ErrorKind as ErrorKind
@@ -14,6 +14,13 @@ from atlasrun.scoring.records import VersionedRecord
 from atlasrun.tasks.model import Task
 
 Status = Literal["scored", "excluded", "error"]
+# Strict: a results line is read back from a file anyone can edit, so "yes" is not a bool, "0.5"
+# not a coverage, and counts and times are never negative (a strict float still takes an int).
+Coverage = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+Count = Annotated[int, Field(strict=True, ge=0)]
+Amount = Annotated[float, Field(strict=True, ge=0.0, allow_inf_nan=False)]
+Id = Annotated[str, Field(strict=True, min_length=1)]
+MAX_REPEATS = 100_000  # far above any run; a larger repeat index is a damaged line
 
 
 # Version 1 records had only ``reason``; these prefixes were how kinds were told apart then.
@@ -35,9 +42,9 @@ _V1_REASON_PREFIXES = (
 
 class TaskResult(VersionedRecord):
     RECORD = "task result"
-    task_id: str
-    model: str
-    repeat: int = 0
+    task_id: Id
+    model: Id
+    repeat: Annotated[int, Field(strict=True, ge=0, lt=MAX_REPEATS)] = 0
     status: Status
     error_kind: ErrorKind | None = None  # set exactly when status is "error" or "excluded"
     # Set only on a scored result that, under spec.scoring.judgeFailure: zero, was scored despite
@@ -45,24 +52,24 @@ class TaskResult(VersionedRecord):
     # label and an error are the ones scored 0 (scoring.claims.is_zeroed).
     zeroed_error_kind: ErrorKind | None = None
     reason: str | None = None
-    coverage: float | None = None
-    passed: bool | None = None
-    passed_at: dict[str, bool] = Field(default_factory=dict)
+    coverage: Coverage | None = None
+    passed: StrictBool | None = None
+    passed_at: dict[str, StrictBool] = Field(default_factory=dict)
     claims: list[ClaimVerdict] = Field(default_factory=list)
     judge: JudgeInfo | None = None
     # Verdicts of the run's other judges (cross-judge ranges, agreement); the primary decides status.
     secondary: list[Judgement] = Field(default_factory=list)
-    tool_calls: int = 0
-    tool_errors: int = 0
-    turns: int = 0
+    tool_calls: Count = 0
+    tool_errors: Count = 0
+    turns: Count = 0
     stop_reason: str | None = None
-    wall_s: float = 0.0
-    model_s: float = 0.0
-    tool_s: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    cost_known: bool = True  # False: some model call had no known price (cost_usd undercounts)
+    wall_s: Amount = 0.0
+    model_s: Amount = 0.0
+    tool_s: Amount = 0.0
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    cost_usd: Amount = 0.0
+    cost_known: StrictBool = True  # False: some model call had no known price (cost_usd undercounts)
     domain: str | None = None
     category: str | None = None
     servers: list[str] = Field(default_factory=list)
@@ -77,6 +84,8 @@ class TaskResult(VersionedRecord):
             raise ValueError(
                 f"a {self.status} result {'has no' if self.status == 'scored' else 'needs an'} error_kind"
             )
+        if self.status == "scored" and (self.coverage is None or self.passed is None):
+            raise ValueError("a scored result needs its coverage and passed")
         return self
 
     @classmethod

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from atlasrun.scoring.claims import REPORTED_THRESHOLDS
 from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.summary import summarize
+from atlasrun.scoring.summary import Interval, ModelSummary, summarize, summarize_models
 
 RESAMPLES = 2000
 SEED = 0
@@ -391,3 +391,29 @@ def common_tasks(results: Iterable[TaskResult]) -> set[str]:
     """Task ids scored for every model present in ``results`` (the tasks models are compared on)."""
     sets = [{r.task_id for r in rows} for rows in by_model(scored(results)).values()]
     return set.intersection(*sets) if sets else set()
+
+
+def as_interval(estimate: Estimate | None) -> Interval | None:
+    """An estimate as summary.json keeps it (with its n and this module's method)."""
+    if estimate is None:
+        return None
+    return Interval(
+        low=estimate.low,
+        high=estimate.high,
+        half_width=estimate.half_width,
+        tasks=estimate.n,
+        method=INTERVAL_METHOD,
+    )
+
+
+def model_summaries(
+    results: Sequence[TaskResult], models: list[str] | None = None
+) -> dict[str, ModelSummary]:
+    """Per-model totals of ``results`` with their 95% intervals: summary.json's ``models`` and the
+    table of one command's own selection (runner.gates) are this one computation."""
+    table = summarize_models(results, models)
+    grouped = by_model(results)
+    for name, row in table.items():
+        row.pass_rate_ci = as_interval(pass_rate_ci(grouped.get(name, [])))
+        row.mean_coverage_ci = as_interval(coverage_ci(grouped.get(name, [])))
+    return table

@@ -76,6 +76,8 @@ class RunSummary(VersionedRecord):
     rejected_rows: list[str] = Field(default_factory=list)
     excluded_tasks: list[ExcludedTask] = Field(default_factory=list)
     rescored_from: str | None = None
+    # results.jsonl lines not counted: damaged, tampered with, or outside the run (scoring.store)
+    skipped_lines: int = 0
 
     @classmethod
     def upgrade_v1(cls, data: dict[str, Any]) -> dict[str, Any]:

@@ -17,10 +17,11 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from atlasrun.errors import InputError
+from atlasrun.errors import InputError, did_you_mean, field_names
 from atlasrun.naming import validate_server_name
 from atlasrun.tasks.documents import decode, load_yaml
 from atlasrun.tasks.files import DOCUMENT_LIMIT, read_user_file
@@ -96,10 +97,32 @@ class Egress(BaseModel):
     """TCP ports it connects to (empty: 443)."""
 
 
+class ResourceLimits(BaseModel):
+    """Bounds of one sandboxed server instance (local mode; servers/sandbox.py enforces them).
+    Unset fields take the catalog's ``limits``, then the built-in defaults."""
+
+    model_config = _CONFIG
+    memory_mb: int | None = Field(default=None, ge=64, le=1_048_576)
+    """Resident memory of the whole sandbox (every process in it), in MiB."""
+    processes: int | None = Field(default=None, ge=8, le=100_000)
+    """Processes and threads alive at once in the sandbox."""
+    cpu_seconds: int | None = Field(default=None, ge=1, le=1_000_000)
+    """CPU time of the processes alive in the sandbox, in seconds."""
+    open_files: int | None = Field(default=None, ge=64, le=1_048_576)
+    """Open files (descriptors) per process."""
+
+    def over(self, base: ResourceLimits) -> ResourceLimits:
+        """These limits, with ``base``'s where unset."""
+        return base.model_copy(update=self.model_dump(exclude_none=True))
+
+
 class ServerSpec(BaseModel):
     """One MCP server: local launch recipe plus the facts cluster mode needs."""
 
     model_config = _CONFIG
+    # True only for entries of a built-in catalog (the host's own configuration): a run file's
+    # inline servers and catalog files cannot set it, so they cannot lower the sandbox's policy.
+    _host: bool = PrivateAttr(default=False)
     name: str
     """Server name: lowercase letters, digits and hyphens; tools are prefixed with it."""
     description: str = ""
@@ -131,7 +154,11 @@ class ServerSpec(BaseModel):
     egress: Egress = Field(default_factory=Egress)
     """Cluster mode: where the server may connect (NetworkPolicy egress rules)."""
     executes_code: bool = False
-    """The server runs code of the model's choosing (local mode: needs a sandbox or --unsafe-host-exec)."""
+    """The server runs code of the model's choosing. Believed only from a built-in catalog: any
+    other entry (inline in a run file, a catalog file) is treated as executing code."""
+    limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    """Local mode: bounds of the sandboxed server (over the catalog's limits); an entry that is not
+    from a built-in catalog cannot go above the built-in defaults."""
     read_only_paths: list[str] = Field(default_factory=list)
     """Local mode: extra host paths the sandboxed server may read."""
     image: str | None = None
@@ -165,7 +192,12 @@ class ServerSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        validate_server_name(value)
+        try:
+            validate_server_name(value)
+        except InputError as exc:  # a ValueError names the file and entry; the value is not echoed
+            raise ValueError(
+                "a server name is lowercase letters, digits and hyphens (no underscores)"
+            ) from exc
         return value
 
     def model_post_init(self, __context: object) -> None:
@@ -205,6 +237,17 @@ class ServerSpec(BaseModel):
             }
         )
 
+    @property
+    def host_trusted(self) -> bool:
+        """The entry comes from a built-in catalog (the host's own configuration)."""
+        return self._host
+
+    @property
+    def may_execute_code(self) -> bool:
+        """What the sandbox assumes: ``executes_code`` as a built-in catalog declares it; every
+        other entry (a run file's inline servers, a catalog file's) executes code."""
+        return self.executes_code or not self._host
+
     def uses(self, placeholder: str) -> bool:
         texts = [self.command or "", self.cwd or "", self.url or "", *self.args, *self.env.values()]
         return any("{" + placeholder + "}" in t for t in texts)
@@ -212,6 +255,8 @@ class ServerSpec(BaseModel):
 
 class Catalog(BaseModel):
     model_config = _CONFIG
+    limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    """Default bounds of every server of this catalog (each entry's ``limits`` go over them)."""
     servers: list[ServerSpec]
 
     def by_name(self) -> dict[str, ServerSpec]:
@@ -243,14 +288,59 @@ def is_builtin(name_or_path: str | None) -> bool:
 
 
 def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
-    """Load a catalog: a built-in one by name ("starter", the default; "mcp-atlas") or a file."""
+    """Load a catalog: a built-in one by name ("starter", the default; "mcp-atlas") or a file.
+
+    Each entry's ``limits`` go over the catalog's. Errors name the file, the entry and its line,
+    never the file's text (``servers.catalog: /etc/shadow`` must not print the file)."""
     source = catalog_source(path)
-    data = read_user_file(source, "server catalog", DOCUMENT_LIMIT)
-    raw = load_yaml(decode(data, str(source)), str(source))
-    # Without 'servers' this is some other file (/etc/shadow): its keys and values are not echoed.
+    text = decode(read_user_file(source, "server catalog", DOCUMENT_LIMIT), str(source))
+    raw = load_yaml(text, str(source))
     if not isinstance(raw, dict) or "servers" not in raw:
         raise InputError("not a server catalog: a catalog is a mapping with 'servers:'", where=str(source))
     try:
-        return Catalog.model_validate(raw)
+        catalog = Catalog.model_validate(raw)
     except ValidationError as exc:
-        raise InputError.from_validation(exc, where=str(source)) from exc
+        raise InputError(_problems(exc, text), where=str(source)) from exc
+    host = source.resolve() in {p.resolve() for p in BUILTIN_CATALOGS.values()}
+    for spec in catalog.servers:
+        spec.limits = spec.limits.over(catalog.limits)
+        spec._host = host
+    return catalog
+
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,40}")
+
+
+def _problems(exc: ValidationError, text: str) -> str:
+    """Validation errors as 'servers.2.command (line 14): message': keys that are not plain names
+    are shown as <key>, and no value of the file is quoted."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)  # parsed once already: cannot fail here
+    known = field_names(Catalog)
+    found = []
+    for err in exc.errors():
+        loc = err["loc"]
+        shown = ".".join(str(p) if isinstance(p, int) or _KEY.fullmatch(str(p)) else "<key>" for p in loc)
+        line = _line(root, loc)
+        hint = ""
+        if err["type"] == "extra_forbidden" and loc and _KEY.fullmatch(str(loc[-1])):
+            hint = did_you_mean(str(loc[-1]), known)
+        found.append(f"{shown or '(root)'}{f' (line {line})' if line else ''}: {err['msg']}{hint}")
+    return "; ".join(found)
+
+
+def _line(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (or of the nearest enclosing one)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next(
+                (v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None
+            )
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+        else:
+            node = None
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+    return line

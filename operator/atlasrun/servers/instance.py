@@ -28,6 +28,7 @@ import anyio
 from atlasrun.naming import qualify
 from atlasrun.servers.catalog import ServerSpec
 from atlasrun.servers.install import install_dir
+from atlasrun.servers.limits import GUARD_INTERVAL_S, Guard, remove_cgroup
 from atlasrun.servers.mcp_sdk import (
     CONNECTION_CLOSED,
     ClientSession,
@@ -47,6 +48,10 @@ class ServerStartError(RuntimeError):
 
 class TransportError(RuntimeError):
     """The connection to a running server failed (crash, closed pipe, HTTP failure)."""
+
+
+class ServerResourceError(TransportError):
+    """The server's sandbox hit one of its resource limits and was killed (servers/limits.py)."""
 
 
 @dataclass(frozen=True)
@@ -153,11 +158,20 @@ class ServerInstance:
         self._generation = 0  # bumped per launch: failures of an old session do not mark the new one
         self._stale: str | None = None  # why a restart is due before the next call
         self._restart_lock = asyncio.Lock()
+        self.exhausted: str | None = None  # the resource limit its sandbox hit (then it was killed)
 
     @property
     def broken(self) -> str | None:
         """Why the instance is unusable; None while up or while a due restart is pending."""
-        return None if self._stale else self._broken
+        return self.exhausted or (None if self._stale else self._broken)
+
+    def _failure(self, message: str) -> TransportError:
+        """The error of a failed call: ``ServerResourceError`` once the sandbox hit a limit."""
+        if self.exhausted:
+            return ServerResourceError(
+                self.exhausted if message == self.exhausted else f"{self.exhausted} ({message})"
+            )
+        return TransportError(message)
 
     async def start(self) -> ServerInstance:
         started = time.perf_counter()
@@ -226,6 +240,7 @@ class ServerInstance:
             self._session is not None
             and self._stale is None
             and self._broken is None
+            and self.exhausted is None
             and self._copy is not None
         )
 
@@ -273,6 +288,7 @@ class ServerInstance:
 
     async def _hold(self) -> None:
         assert self._ready is not None
+        guard: Guard | None = None
         try:
             async with AsyncExitStack() as stack:
                 if self._data is None:
@@ -282,6 +298,7 @@ class ServerInstance:
                 errlog = stack.enter_context(self._errlog())
                 if spec.transport == "stdio":
                     launch = self._launch_for(spec, self._data)
+                    guard = launch.guard
                     params = StdioServerParameters(
                         command=launch.command, args=launch.args, env=launch.env, cwd=launch.cwd
                     )
@@ -292,9 +309,15 @@ class ServerInstance:
                     from mcp.client.streamable_http import streamable_http_client
 
                     if spec.command:
-                        await self._spawn_http(stack, self._launch_for(spec, self._data), spec.url, errlog)
+                        launch = self._launch_for(spec, self._data)
+                        guard = launch.guard
+                        await self._spawn_http(stack, launch, spec.url, errlog)
                     read, write = await stack.enter_async_context(streamable_http_client(spec.url))
                 session = await stack.enter_async_context(ClientSession(read, write))
+                if guard is not None:
+                    guard.attach()
+                    watch = asyncio.create_task(self._watch(guard), name=f"guard:{self.name}")
+                    stack.callback(watch.cancel)
                 await session.initialize()
                 self.tools = await self._list_all_tools(session)
                 await self._start_calls(session)
@@ -311,6 +334,15 @@ class ServerInstance:
         finally:
             self._session = None
             self._broken = self._broken or f"server {self.name!r} stopped"
+            if guard is not None and guard.cgroup is not None:
+                await asyncio.to_thread(remove_cgroup, guard.cgroup)
+
+    async def _watch(self, guard: Guard) -> None:
+        """Poll the sandbox's resources; the first limit hit kills the whole sandbox."""
+        while (reason := guard.exceeded()) is None:
+            await asyncio.sleep(GUARD_INTERVAL_S)
+        self.exhausted = f"server {self.name!r} hit its {reason} and was stopped"
+        guard.kill()
 
     def _errlog(self) -> Any:
         directory = self._stderr_dir or self._scratch
@@ -379,8 +411,8 @@ class ServerInstance:
         """Call ``tool``; returns (text, is_error). Raises TransportError or TimeoutError."""
         if self._stale:
             await self._restart()
-        if self._broken or self._session is None:
-            raise TransportError(self._broken or f"server {self.name!r} is not running")
+        if self.broken or self._session is None:
+            raise self._failure(self.broken or f"server {self.name!r} is not running")
         session, generation = self._session, self._generation
         if self.spec.results == "mcp-atlas" and (invalid := self._invalid(tool, arguments)):
             return as_mcp_atlas(qualify(self.name, tool), [invalid], invalid, True), True
@@ -388,15 +420,17 @@ class ServerInstance:
             result = await asyncio.wait_for(
                 session.call_tool(tool, self.path_map.to_real(arguments)), timeout_s
             )
-        except TimeoutError:
+        except TimeoutError as exc:
             # Checked before OSError (its base class): a slow tool is the model's outcome, not a
             # transport failure. The server may still be busy with it: replace it before next use.
+            if self.exhausted:  # unless its sandbox was killed at a limit meanwhile
+                raise self._failure(self.exhausted) from exc
             if generation == self._generation:
                 self._stale = f"{tool!r} timed out after {timeout_s:g}s"
             raise
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                raise TransportError(
+                raise self._failure(
                     self._mark_broken(generation, f"server {self.name!r} connection closed during {tool!r}")
                 ) from exc
             if self.spec.results == "mcp-atlas":
@@ -404,7 +438,7 @@ class ServerInstance:
             return f"MCP error {exc.code}: {exc.message}", True
         except _transport_errors() as exc:
             message = f"server {self.name!r} transport failed during {tool!r}: {exc!r}"
-            raise TransportError(self._mark_broken(generation, message)) from exc
+            raise self._failure(self._mark_broken(generation, message)) from exc
         content = getattr(result, "content", None) or []
         parts = []
         for block in content:

@@ -7,7 +7,8 @@ process that keeps no state outside its data, given a fresh data copy between ta
 (``reuse-with-fresh-data``); the last two through servers/pool.py.
 Stateless ones are pooled: one shared session per server for the whole run,
 restarted if it breaks. Every process runs confined by ``sandbox`` (servers/sandbox.py);
-a new manager first removes the scratch directories of runs that died (servers/scratch.py).
+a new manager first removes the scratch directories (servers/scratch.py) and pids cgroups
+(servers/limits.py) of runs that died.
 
 ``ServerManager`` is the ``local`` backend of ``spec.servers.backend``; ``ServerBackend`` is what
 the engine needs of any backend (the other: servers/remote.py, MCP-Atlas's agent-environment).
@@ -22,6 +23,7 @@ from typing import Protocol
 
 from atlasrun.servers.catalog import Catalog, ServerSpec
 from atlasrun.servers.instance import ServerInstance
+from atlasrun.servers.limits import sweep_stale_cgroups
 from atlasrun.servers.pool import FreshPool
 from atlasrun.servers.sandbox import Sandbox
 from atlasrun.servers.scratch import TaskData, sweep_stale
@@ -72,6 +74,7 @@ class ServerManager:
         # ATLAS_FRESH=respawn turns the pools off (benchmarks compare the strategies).
         self.fresh_override = os.environ.get("ATLAS_FRESH") or None
         sweep_stale()
+        sweep_stale_cgroups()
 
     def preflight(self, names: list[str]) -> None:
         """Raise ``SandboxError`` before any work if a named server may not run here."""

@@ -17,19 +17,24 @@ that actually runs, whatever the launch strategy (fresh, pooled, stdio, HTTP):
   it. ``--die-with-parent`` kills the whole sandbox when the runner dies. A server that
   executes no code (``executes_code: false``) runs as PID 1 of its namespace (``--as-pid-1``: one bwrap process per server; where this bwrap lacks the
   option, under its reaper); a code-executing one keeps bwrap's reaper as PID 1 (then
-  ``/proc/1/environ`` is that helper's, empty).
+  ``/proc/1/environ`` is that helper's, empty). Whether a server executes code is the host's
+  word: a built-in catalog's ``executes_code``; every other entry (a run file's ``inline``
+  servers, a catalog file) counts as executing code (``ServerSpec.may_execute_code``).
+- Resources are bounded (servers/limits.py): rlimits set by ``prlimit`` inside the sandbox, a
+  pids cgroup where one can be made, and a guard the instance runs (``Launch.guard``).
 - The environment holds only the entry's declared ``env`` and ``secrets`` plus PATH, HOME
   (the scratch directory) and LANG. bwrap itself is started with that environment and
   nothing else.
-- Without a working bwrap, a server that can execute code (``executes_code: true``)
-  refuses to start unless the host allows it (``--unsafe-host-exec``); others run
-  unconfined with a warning. Unconfined processes still get ``PR_SET_PDEATHSIG``
-  (util-linux ``setpriv``) so they die with the runner.
+- Without a working bwrap no local server process starts unless the host allows it
+  (``--unsafe-host-exec``, never a run file); allowed, each runs unconfined (no limits either)
+  with a warning. Unconfined processes still get ``PR_SET_PDEATHSIG`` (util-linux ``setpriv``)
+  so they die with the runner.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import shutil
 import subprocess
@@ -40,6 +45,7 @@ from pathlib import Path
 from atlasrun.errors import AtlasError
 from atlasrun.flags import UNSAFE_FLAG
 from atlasrun.servers.catalog import ServerSpec
+from atlasrun.servers.limits import Guard, bounds_for, new_pids_cgroup, prlimit_command
 
 # Host /etc entries a server may need (dynamic linker, users, time zone, TLS roots); nothing else
 # of /etc is visible. resolv.conf and hosts only matter with network access.
@@ -65,6 +71,7 @@ class Launch:
     args: list[str]
     env: dict[str, str]
     cwd: str | None = None
+    guard: Guard | None = None  # sandboxed: watches its resource limits once started
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,8 @@ def find_bwrap() -> str | None:
 
 
 _warned: set[str] = set()
+_launches = itertools.count()
+_JOIN = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
 
 
 @dataclass(frozen=True)
@@ -154,23 +163,22 @@ class Sandbox:
         return _probe(self.bwrap)
 
     def refuses(self, spec: ServerSpec) -> bool:
-        """True if ``spec`` would have to run unconfined but may not."""
-        return bool(spec.command and spec.executes_code and self.unavailable and not self.allow_host_exec)
+        """True if ``spec`` starts a local process that would have to run unconfined but may not."""
+        return bool(spec.command and self.unavailable and not self.allow_host_exec)
 
     def check(self, *specs: ServerSpec) -> None:
         """Raise ``SandboxError`` naming every server in ``specs`` that may not run here."""
         refused = ", ".join(repr(s.name) for s in specs if self.refuses(s))
         if refused:
             raise SandboxError(
-                f"server(s) {refused} can execute code and cannot be sandboxed: {self.unavailable}. "
-                f"Install bubblewrap (make system-deps) or pass {UNSAFE_FLAG} to run them unconfined "
-                "on this host"
+                f"server(s) {refused} cannot be sandboxed here: {self.unavailable}. Install bubblewrap "
+                f"(make system-deps) or pass {UNSAFE_FLAG} to run them unconfined on this host"
             )
 
     def confine(self, spec: ServerSpec, launch: Launch, dirs: Dirs) -> Launch:
         """The launch that runs ``launch`` (whose env is the entry's declared env) confined."""
         self.check(spec)
-        if self.unavailable:
+        if self.unavailable:  # only with --unsafe-host-exec (check above)
             if spec.name not in _warned:
                 _warned.add(spec.name)
                 print(
@@ -185,10 +193,20 @@ class Sandbox:
             return _with_pdeathsig(Launch(launch.command, launch.args, env, launch.cwd))
         assert self.bwrap is not None
         env = sandbox_env(spec, launch.env, dirs)
-        as_pid_1 = not spec.executes_code and _offers(self.bwrap, "--as-pid-1")
+        as_pid_1 = not spec.may_execute_code and _offers(self.bwrap, "--as-pid-1")
         argv = [*bwrap_args(spec, dirs, env, as_pid_1), "--chdir", launch.cwd or str(dirs.scratch), "--"]
+        bounds = bounds_for(spec)
+        prlimit = prlimit_command()
+        server = [launch.command, *launch.args]
+        inner = [prlimit, *bounds.prlimit(), "--", *server] if prlimit else server
+        group = new_pids_cgroup(f"{dirs.scratch.name}.{next(_launches)}", bounds.processes)
+        guard = Guard(bounds, marker=str(dirs.scratch), cgroup=group)
         # bwrap starts in the scratch dir on the host: the server's cwd may exist only inside.
-        return Launch(self.bwrap, [*argv, launch.command, *launch.args], env, str(dirs.scratch))
+        if group is None:
+            return Launch(self.bwrap, [*argv, *inner], env, str(dirs.scratch), guard)
+        # Joins the cgroup before bwrap forks anything, so everything in the sandbox is in it.
+        join = ["-c", _JOIN, "atlas-sandbox", str(group / "cgroup.procs"), self.bwrap]
+        return Launch("/bin/sh", [*join, *argv, *inner], env, str(dirs.scratch), guard)
 
 
 def alias_dir(spec: ServerSpec, dirs: Dirs) -> Path | None:
@@ -225,7 +243,7 @@ def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str], as_pid_1: bool
     is its PID namespace's PID 1 (only for a server that executes no code)."""
     network = spec.transport == "http" or bool(spec.egress.hosts or spec.egress.cidrs or spec.egress.ports)
     argv = ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session"]
-    if as_pid_1 and not spec.executes_code:
+    if as_pid_1 and not spec.may_execute_code:
         # The server is its PID namespace's PID 1 (one bwrap process per server, not two); a
         # server that runs a task's code keeps bwrap's reaper as PID 1, which reaps whatever
         # that code starts and leaves behind. Either way the namespace dies with its PID 1.

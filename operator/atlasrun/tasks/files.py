@@ -79,7 +79,11 @@ def read_user_file(path: str | os.PathLike[str], what: str, limit: int) -> bytes
         info = os.fstat(fd)
         _check(info, what, where, limit)
         with open(fd, "rb", closefd=False) as handle:
-            data = handle.read(limit + 1)
+            # Read what the file holds (not ``limit`` bytes: a buffer of that size is reserved up
+            # front), then at most what brings it over the limit if it grew meanwhile.
+            data = handle.read(min(limit, info.st_size) + 1)
+            if len(data) > info.st_size:
+                data += handle.read(limit + 1 - len(data))
     except OSError as exc:
         raise _unreadable(exc, what, where) from exc
     finally:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from atlasrun.errors import InputError, format_validation
+from atlasrun.errors import InputError, did_you_mean, field_names, format_validation, printable
 from atlasrun.tasks.documents import decode, json_item_lines, load_json, load_yaml_with_lines
 from atlasrun.tasks.fields import (
     FieldError,
@@ -48,7 +48,7 @@ class Rejection:
 
     def __str__(self) -> str:
         task = f", task {self.task_id}" if self.task_id else ""
-        return f"{self.where}{task}, field {self.field}: {self.message}"
+        return printable(f"{self.where}{task}, field {self.field}: {self.message}")
 
 
 def row_task_id(value: Any) -> str | None:
@@ -126,8 +126,9 @@ def atlas_row_to_task(row: dict[str, Any], where: str) -> Task:
 
 
 def native_row_to_task(row: dict[str, Any], where: str) -> Task:
-    """One native task object (lower-case keys; see README 'Task files')."""
+    """One native task object (lower-case keys; see docs/run-file.md, task files)."""
     data = dict(row)
+    _check_field_names(data)
     data["id"] = _field(data, "id", _task_id)
     data["prompt"] = _field(data, "prompt", _text)
     data["enabled_tools"] = _field(data, "enabled_tools", parse_tool_list)
@@ -149,12 +150,25 @@ def native_row_to_task(row: dict[str, Any], where: str) -> Task:
         task = Task.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise _RowError(".".join(str(p) for p in first["loc"]), format_validation(exc)) from exc
+        field_path = ".".join(str(p) for p in first["loc"])
+        raise _RowError(field_path, format_validation(exc, field_names(Task))) from exc
     for name in task.distractors:
         if name not in task.enabled_tools:
             raise _RowError("distractors", f"{name!r} is not in enabled_tools")
     _check_trajectory_tools(task, "reference_trajectory")
     return task
+
+
+NATIVE_FIELDS = tuple(Task.model_fields)
+
+
+def _check_field_names(row: dict[str, Any]) -> None:
+    """A misspelt field (``promt:``, ``domian:``) is named with the field it was meant to be,
+    before the field it left missing is."""
+    for key in row:
+        if key not in NATIVE_FIELDS:
+            hint = did_you_mean(str(key), NATIVE_FIELDS) or f" (fields: {', '.join(NATIVE_FIELDS)})"
+            raise _RowError(str(key), f"unknown field{hint}")
 
 
 def _check_trajectory_tools(task: Task, field_name: str) -> None:
@@ -266,7 +280,7 @@ def _parquet_rows(path: Path) -> Iterator[tuple[str, Row]]:
     try:
         rows = pq.read_table(path).to_pylist()
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InputError(f"not a readable Parquet file: {exc}", where=str(path)) from exc
+        raise InputError(f"not a readable Parquet file: {printable(str(exc))}", where=str(path)) from exc
     for number, row in enumerate(rows, start=1):  # Parquet has no lines: data rows count from 1
         yield f"row {number}", row if isinstance(row, dict) else Unreadable("row is not a record")
 

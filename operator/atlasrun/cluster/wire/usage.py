@@ -1,7 +1,7 @@
 """What a model's work items spent and what went wrong in them, kept in ``status.models[m].usage``.
 
 One source for three places: the pod's termination summary (``summary_fields``, written by
-``runtask``), the compact outcome record the operator reads back (``from_summary``) and the
+``runtask``), the ``ItemUsage`` of an outcome the operator reads back (``from_summary``) and the
 running totals folded into the run's status when a chunk is counted (``fold``). Because the totals
 live in the status, the metrics built from them (``metrics.py``: tokens, cost, provider 429s,
 errors by kind, tool errors by server) survive an operator restart: they are counters that never
@@ -13,14 +13,17 @@ Keys are small and bounded: error kinds are ``ErrorKind`` values, tool errors ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from atlasrun.errors import ErrorKind
 from atlasrun.scoring.result import TaskResult
+
+if TYPE_CHECKING:  # records imports this module
+    from atlasrun.cluster.wire.records import TaskSummary
 
 MAX_TOOL_ERROR_KEYS = 16  # (server, kind) pairs: the summary stays far below its 4 KiB
 OTHER_SERVER = "other"
@@ -68,36 +71,50 @@ def summary_fields(result: TaskResult) -> dict[str, Any]:
     return {"tool_errors": tool_errors, "provider_retries": retries, "rate_limited": rate_limited}
 
 
-def from_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The compact usage of one item (the ``u`` of an outcome record) from its termination summary."""
-    tokens = summary.get("tokens") or {}
-    return {
-        "pt": _int(tokens.get("prompt")),
-        "ct": _int(tokens.get("completion")),
-        "usd": _float(summary.get("cost_usd")),
-        "tc": _int(summary.get("tool_calls")),
-        "pr": _int(summary.get("provider_retries")),
-        "rl": _int(summary.get("rate_limited")),
-        "te": {str(k): _int(v) for k, v in (summary.get("tool_errors") or {}).items() if _int(v)},
-    }
+@dataclass(frozen=True, slots=True)
+class ItemUsage:
+    """What one counted work item spent (from its termination summary), before it is folded."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    tool_calls: int = 0
+    provider_retries: int = 0
+    rate_limited: int = 0
+    tool_errors: tuple[tuple[str, int], ...] = ()  # ('<server>/<kind>', count), sorted
 
 
-def fold(totals: Mapping[str, Any] | None, outcome: Mapping[str, Any]) -> dict[str, Any]:
-    """``totals`` (a ``usage`` as stored, camelCase) plus one counted outcome record."""
-    usage = ModelUsage.model_validate(totals or {})
-    item = outcome.get("u") or {}
-    usage.prompt_tokens += _int(item.get("pt"))
-    usage.completion_tokens += _int(item.get("ct"))
-    usage.cost_usd = round(usage.cost_usd + _float(item.get("usd")), 6)
-    usage.tool_calls += _int(item.get("tc"))
-    usage.provider_retries += _int(item.get("pr"))
-    usage.rate_limited += _int(item.get("rl"))
-    for key, count in (item.get("te") or {}).items():
-        usage.tool_errors[key] = usage.tool_errors.get(key, 0) + _int(count)
-    if outcome.get("s") not in ("scored", "excluded"):
-        kind = error_kind(outcome.get("k"))
+def from_summary(summary: TaskSummary) -> ItemUsage:
+    """The usage of one item from its termination summary (absent or negative values count 0)."""
+    tokens = summary.tokens or {}
+    return ItemUsage(
+        prompt_tokens=_int(tokens.get("prompt")),
+        completion_tokens=_int(tokens.get("completion")),
+        cost_usd=_float(summary.cost_usd),
+        tool_calls=_int(summary.tool_calls),
+        provider_retries=_int(summary.provider_retries),
+        rate_limited=_int(summary.rate_limited),
+        tool_errors=tuple(
+            sorted((str(k), _int(v)) for k, v in (summary.tool_errors or {}).items() if _int(v))
+        ),
+    )
+
+
+def fold(totals: ModelUsage, item: ItemUsage, error: str | None) -> ModelUsage:
+    """``totals`` plus one counted item; ``error``: its error kind if it ended in an error."""
+    usage = totals.model_copy(deep=True)
+    usage.prompt_tokens += item.prompt_tokens
+    usage.completion_tokens += item.completion_tokens
+    usage.cost_usd = round(usage.cost_usd + item.cost_usd, 6)
+    usage.tool_calls += item.tool_calls
+    usage.provider_retries += item.provider_retries
+    usage.rate_limited += item.rate_limited
+    for key, count in item.tool_errors:
+        usage.tool_errors[key] = usage.tool_errors.get(key, 0) + count
+    if error is not None:
+        kind = error_kind(error)
         usage.errors[kind] = usage.errors.get(kind, 0) + 1
-    return usage.model_dump(by_alias=True)
+    return usage
 
 
 def error_kind(value: Any) -> str:

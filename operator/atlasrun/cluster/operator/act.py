@@ -1,8 +1,12 @@
 """Act: the only module that writes. Applies a ``Decision`` in an order that is safe to interrupt.
 
-1. The content-addressed task document and the plans of the chunks about to be created go to
-   object storage (before anything names them; a failure writes nothing to the API).
-2. The status patch (only when something changed), with the run's resourceVersion as a
+Everything it does is a field of the ``Decision``; what it needs besides (the run's name, spec,
+catalog, task limits) is the ``Snapshot`` the decision was made from.
+
+1. The content-addressed task document (``Decision.uploads``) and the plans of the chunks about to
+   be created go to object storage (before anything names them; a failure writes nothing to the API).
+2. The status patch (the dumped desired status minus the dumped observed one: nothing when it is
+   empty), with the run's resourceVersion as a
    precondition: a chunk's counts and its ``chunksDone`` mark land together or not at all, and a
    stale leader's write is refused (409) instead of counting twice.
 3. Only then are counted Jobs deleted, new chunks created (deterministic names: a 409 means it
@@ -23,19 +27,26 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from atlasrun.cluster import metrics
-from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION, ChunkPlan, PlanRef, TasksRef, WorkUnit
-from atlasrun.cluster.images import sidecar_servers
-from atlasrun.cluster.informer import Informers
-from atlasrun.cluster.manifests import owner_reference, render_job, render_network_policy, run_labels
-from atlasrun.cluster.observe import Context, Settings, plans_uri
-from atlasrun.cluster.queueing import WorkloadReader
-from atlasrun.cluster.reconcile import Chunk, Decision
-from atlasrun.cluster.store import S3Results, parse_s3_uri, store_plan
+from atlasrun.cluster.operator import metrics
+from atlasrun.cluster.operator.informer import Informers
+from atlasrun.cluster.operator.manifests import owner_reference, render_job, render_network_policy, run_labels
+from atlasrun.cluster.operator.queueing import WorkloadReader
+from atlasrun.cluster.operator.reconcile import Chunk, Decision, Snapshot
+from atlasrun.cluster.operator.settings import OperatorSettings
+from atlasrun.cluster.wire.contract import (
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    ChunkPlan,
+    PlanRef,
+    TasksRef,
+    WorkUnit,
+)
+from atlasrun.cluster.wire.store import S3Results, StoreError, plans_uri, split_object_uri, store_plan
 from atlasrun.errors import AtlasError
 from atlasrun.redact import scrub
 from atlasrun.runspec.run import API_VERSION
-from atlasrun.servers.selection import task_servers
 from atlasrun.tasks.model import TaskLimits
 
 log = logging.getLogger("atlasrun.act")
@@ -57,13 +68,13 @@ class Result:
 
 
 class Actor:
-    def __init__(self, settings: Settings | None = None, informers: Informers | None = None) -> None:
+    def __init__(self, settings: OperatorSettings | None = None, informers: Informers | None = None) -> None:
         from kubernetes import client
 
         self.client = client
         self.core, self.batch = client.CoreV1Api(), client.BatchV1Api()
         self.custom, self.networking = client.CustomObjectsApi(), client.NetworkingV1Api()
-        self.settings = settings or Settings.from_env()
+        self.settings = settings or OperatorSettings()
         self._ensured: set[str] = set()  # run UIDs whose ConfigMap and policy exist
         self._plans: dict[tuple[str, str], PlanRef] = {}  # (plans URI, sha256) -> stored plan
         self._stores: dict[str, S3Results] = {}
@@ -74,13 +85,13 @@ class Actor:
 
     # ------------------------------------------------------------------ entry point
 
-    def apply(self, run: Mapping[str, Any], ctx: Context, d: Decision) -> Result:
+    def apply(self, run: Mapping[str, Any], s: Snapshot, d: Decision) -> Result:
         from kubernetes.client.rest import ApiException
 
         result = Result()
-        if ctx.upload and "tasks" in d.status_patch:
-            self._upload(*ctx.upload)
-        plans = self._store_plans(ctx, d)
+        for upload in d.uploads:
+            self._upload(upload.uri, upload.data)
+        plans = self._store_plans(s, d)
         if d.status_patch:
             body = {
                 "metadata": {"resourceVersion": run["metadata"]["resourceVersion"]},
@@ -88,71 +99,64 @@ class Actor:
             }
             try:
                 result.run = self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, ctx.namespace, PLURAL, ctx.name, body
+                    GROUP, VERSION, s.namespace, PLURAL, s.name, body
                 )
             except ApiException as exc:
                 if exc.status == 409:
-                    raise Conflict(ctx.name) from exc
+                    raise Conflict(s.name) from exc
                 raise
-        calls: list[Callable[[], Any]] = [partial(self._delete_job, ctx.namespace, n) for n in d.delete]
+        calls: list[Callable[[], Any]] = [partial(self._delete_job, s.namespace, n) for n in d.delete]
         if d.create:
-            self._ensure_run_objects(ctx)
+            self._ensure_run_objects(s, d)
             for chunk, width in d.create:
-                job = self._render(ctx, chunk, width, d, plans.get(chunk.items))
-                calls.append(partial(self._create_job, ctx.namespace, job))
+                job = self._render(s, chunk, width, d, plans.get(chunk.items))
+                calls.append(partial(self._create_job, s.namespace, job))
         patches: dict[str, dict[str, Any]] = {}
         for name, width in d.parallelism.items():
             patches.setdefault(name, {})["parallelism"] = width
-        queued = ctx.body is not None and ctx.body.cluster.queue_name
-        if queued and (d.suspend or ctx.reactivate):  # Kueue owns suspend: (de)activate Workloads
-            self._kueue_suspend(ctx, d.suspend)
+        queued = s.body is not None and s.body.cluster.queue_name
+        if queued and (d.suspend or d.reactivate):  # Kueue owns suspend: (de)activate Workloads
+            self._kueue_suspend(s.namespace, d.suspend, d.reactivate)
         for name in [] if queued else d.suspend:
             patches.setdefault(name, {})["suspend"] = True
         for name in d.resume:
             patches.setdefault(name, {})["suspend"] = False
-        calls += [partial(self._patch_job, ctx.namespace, n, spec) for n, spec in patches.items()]
+        calls += [partial(self._patch_job, s.namespace, n, spec) for n, spec in patches.items()]
         self._concurrently(calls)
         for kind, reason, message in d.events:
-            self._event(ctx, kind, reason, message)
+            self._event(s, kind, reason, message)
         for outcome in d.accounted:
-            metrics.item_counted(ctx.namespace, ctx.name, outcome)
+            metrics.item_counted(s.namespace, s.name, outcome)
         return result
 
     # ------------------------------------------------------------------ pieces
 
-    def _kueue_suspend(self, ctx: Context, jobs: list[str]) -> None:
+    def _kueue_suspend(self, namespace: str, jobs: list[str], reactivate: list[str]) -> None:
         """A queued run: deactivate its suspended Jobs' Workloads (Kueue evicts them and suspends
         the Jobs) or reactivate those observed deactivated (Kueue admits them again)."""
-        from atlasrun.cluster.queueing import WorkloadReader, owned
+        from atlasrun.cluster.operator.queueing import owned
 
         if self._workloads is None:
             self._workloads = WorkloadReader()
         if jobs:
-            found = owned(self._workloads.list(ctx.namespace), jobs)
-            self._workloads.set_active(ctx.namespace, [str(w["metadata"]["name"]) for w in found], False)
-        if ctx.reactivate:
-            self._workloads.set_active(ctx.namespace, ctx.reactivate, True)
+            found = owned(self._workloads.list(namespace), jobs)
+            self._workloads.set_active(namespace, [str(w["metadata"]["name"]) for w in found], False)
+        if reactivate:
+            self._workloads.set_active(namespace, reactivate, True)
 
     def _upload(self, uri: str, data: bytes) -> None:
-        from atlasrun.cluster.store import StoreError
-
-        location = parse_s3_uri(uri, "task document")
-        parent, _, key = location.prefix.rpartition("/")
         try:
-            store = self._open_store(f"s3://{location.bucket}/{parent}")
-            if store.read_bytes(key) is None:  # content-addressed: present means identical
-                store.put_bytes(key, data)
+            parent, key = split_object_uri(uri, "task document")
+            self._open_store(parent).put_bytes(key, data)  # content-addressed: rewriting is harmless
         except (StoreError, AtlasError) as exc:
             raise UploadFailed(str(exc)) from exc
 
-    def _store_plans(self, ctx: Context, d: Decision) -> dict[tuple[tuple[str, int], ...], PlanRef]:
+    def _store_plans(self, s: Snapshot, d: Decision) -> dict[tuple[tuple[str, int], ...], PlanRef]:
         """The plans of the chunks to create, in object storage (once per content per process).
         Without a bucket: none, and the Jobs list their items inline."""
-        base = plans_uri(ctx.body) if ctx.body is not None else ""
+        base = plans_uri(s.body) if s.body is not None else ""
         if not base or not d.create:
             return {}
-        from atlasrun.cluster.store import StoreError
-
         digests: dict[tuple[tuple[str, int], ...], str] = {}
         new: dict[str, tuple[int, ChunkPlan]] = {}  # digest -> (a chunk index, plan) not stored yet
         for chunk, _ in d.create:
@@ -185,100 +189,100 @@ class Actor:
                 )
             return store
 
-    def _ensure_run_objects(self, ctx: Context) -> None:
+    def _ensure_run_objects(self, s: Snapshot, d: Decision) -> None:
         """The run's ConfigMap (run.yaml, no tasks) and network policy, once per run."""
-        if ctx.uid in self._ensured:
+        if s.uid in self._ensured:
             return
         import yaml
 
-        assert ctx.body is not None and ctx.catalog is not None
-        owner = owner_reference(ctx.name, ctx.uid)
+        assert s.body is not None and s.catalog is not None
+        owner = owner_reference(s.name, s.uid)
         run_file = {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": {"name": ctx.name},
-            "spec": ctx.spec,
+            "metadata": {"name": s.name},
+            "spec": dict(s.spec),
         }
         configmap = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
-                "name": config_map_name(ctx.name),
-                "labels": run_labels(ctx.name),
+                "name": config_map_name(s.name),
+                "labels": run_labels(s.name),
                 "ownerReferences": [owner],
             },
             "data": {"run.yaml": yaml.safe_dump(run_file)},
         }
-        self._ignore(409, lambda: self.core.create_namespaced_config_map(ctx.namespace, configmap))
-        sidecars = sidecar_servers(ctx.body, ctx.catalog)
-        servers = sorted({s for t in ctx.tasks.values() for s in task_servers(t, sidecars).connect})
+        self._ignore(409, lambda: self.core.create_namespaced_config_map(s.namespace, configmap))
         policy = render_network_policy(
-            ctx.name,
-            ctx.namespace,
-            ctx.uid,
-            ctx.body,
-            [ctx.catalog.get(s) for s in servers],
+            s.name,
+            s.namespace,
+            s.uid,
+            s.body,
+            [s.catalog.get(server) for server in d.servers],
             s3_endpoint=self.settings.s3_endpoint,
             run_egress=self.settings.run_egress,
         )
+        namespace = s.namespace
         if policy and policy["kind"] == "NetworkPolicy":
-            self._ignore(409, lambda: self.networking.create_namespaced_network_policy(ctx.namespace, policy))
+            self._ignore(409, lambda: self.networking.create_namespaced_network_policy(namespace, policy))
         elif policy:
-            namespace = ctx.namespace
             self._ignore(
                 409,
                 lambda: self.custom.create_namespaced_custom_object(
                     "cilium.io", "v2", namespace, "ciliumnetworkpolicies", policy
                 ),
             )
-        self._ensured.add(ctx.uid)
+        self._ensured.add(s.uid)
 
     def _render(
-        self, ctx: Context, chunk: Chunk, width: int, d: Decision, plan: PlanRef | None
+        self, s: Snapshot, chunk: Chunk, width: int, d: Decision, plan: PlanRef | None
     ) -> dict[str, Any]:
-        assert ctx.body is not None and ctx.catalog is not None and ctx.runner_image
-        pin = TasksRef.model_validate(d.status["tasks"])
+        assert s.body is not None and s.catalog is not None and s.runner_image and s.tasks is not None
+        pin = d.desired.tasks
+        assert pin is not None
+        ref = TasksRef(sha256=pin.sha256, uri=pin.uri, path=pin.path, name=pin.name)
         unit = WorkUnit(
-            run=ctx.name,
+            run=s.name,
             model=chunk.model,
             chunk=chunk.index,
             items=[] if plan else list(chunk.items),
             plan=plan,
-            per_pod=ctx.body.cluster.items_per_pod,
-            tasks=pin,
-            results_uri=str(d.status.get("resultsURI") or ""),
+            per_pod=s.body.cluster.items_per_pod,
+            tasks=ref,
+            results_uri=d.desired.results_uri or "",
         )
-        model = next(m for m in ctx.body.models if m.name == chunk.model)
+        model = next(m for m in s.body.models if m.name == chunk.model)
         return render_job(
-            ctx.name,
-            ctx.uid,
-            ctx.namespace,
-            ctx.body,
+            s.name,
+            s.uid,
+            s.namespace,
+            s.body,
             model,
             unit,
-            [ctx.catalog.get(s) for s in chunk.servers],
-            runner_image=ctx.runner_image,
-            spec_configmap=config_map_name(ctx.name),
-            s3_secret=ctx.body.output.credentials_secret,
+            [s.catalog.get(server) for server in chunk.servers],
+            runner_image=s.runner_image,
+            spec_configmap=config_map_name(s.name),
+            s3_secret=s.body.output.credentials_secret,
             s3_endpoint=self.settings.s3_endpoint,
             parallelism=width,
-            tasks_configmap=ctx.source_configmap if pin.path else None,
-            task_limits=longest_limits([ctx.tasks[t].limits for t, _ in chunk.items if t in ctx.tasks]),
+            tasks_configmap=s.tasks.source_configmap if ref.path else None,
+            task_limits=longest_limits([s.tasks.limits.get(t) for t, _ in chunk.items]),
             placement=self.settings.placement,
         )
 
-    def _event(self, ctx: Context, kind: str, reason: str, message: str) -> None:
+    def _event(self, s: Snapshot, kind: str, reason: str, message: str) -> None:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{ctx.name}.", "namespace": ctx.namespace},
+            "metadata": {"generateName": f"{s.name}.", "namespace": s.namespace},
             "involvedObject": {
                 "apiVersion": API_VERSION,
                 "kind": KIND,
-                "name": ctx.name,
-                "namespace": ctx.namespace,
-                "uid": ctx.uid,
+                "name": s.name,
+                "namespace": s.namespace,
+                "uid": s.uid,
             },
             "type": kind,
             "reason": reason,
@@ -289,9 +293,9 @@ class Actor:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(ctx.namespace, event)
+            self.core.create_namespaced_event(s.namespace, event)
         except Exception as exc:  # an Event is best effort: never fail a pass for it
-            log.warning("cannot post event %s for %s: %s", reason, ctx.name, exc)
+            log.warning("cannot post event %s for %s: %s", reason, s.name, exc)
 
     def _delete_job(self, namespace: str, name: str) -> None:
         self._ignore(

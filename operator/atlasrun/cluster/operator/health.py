@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from atlasrun.cluster.manifests import run_labels
-from atlasrun.cluster.reconcile import HEALTH_RECHECK_S, JobObs
+from atlasrun.cluster.operator.manifests import run_labels
+from atlasrun.cluster.operator.reconcile import HEALTH_RECHECK_S, JobObs
 
 log = logging.getLogger("atlasrun.health")
 Problem = tuple[str, str]

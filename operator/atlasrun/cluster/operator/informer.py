@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from atlasrun.cluster.contract import ANNOTATION_INDEX, APP, LABEL_APP, LABEL_JOB_NAME, RUNNER
+from atlasrun.cluster.wire.contract import ANNOTATION_INDEX, APP, LABEL_APP, LABEL_JOB_NAME, RUNNER
 
 log = logging.getLogger("atlasrun.informer")
 WATCH_TIMEOUT_S = 290  # the server ends each WATCH after this; it resumes from the last version

@@ -7,21 +7,22 @@
   ``app.kubernetes.io/name=atlasrun``) keep the runs' Jobs and finished pods in memory: a pass
   reads them there instead of LISTing, and every Job change queues a pass for the owning run, so
   progress is event-driven. Passes of one run are coalesced (at most one per
-  ``ATLAS_MIN_PASS_INTERVAL`` seconds, default 1) and a slow resync (``ATLAS_RESYNC_SECONDS``,
-  default 300; shorter while pods wait or the object store is down) is the safety net. An idle
+  ``ATLASRUN_MIN_PASS_INTERVAL`` seconds, default 1) and a slow resync (``ATLASRUN_RESYNC_SECONDS``,
+  default 300; shorter while pods wait or the object store is down) is the safety net. A failing
+  pass is retried per run with exponential backoff and jitter (``retry.py``), one log line each.
+  Settings: ``settings.py`` (read once at start-up; the table in docs/architecture.md). An idle
   run costs no request beyond the watches and no writes.
-- With ``ATLAS_LEADER_ELECTION=1`` only the replica holding the Lease acts (``leader.py``).
+- With ``ATLASRUN_LEADER_ELECTION=1`` only the replica holding the Lease acts (``leader.py``).
 
 kopf itself writes nothing to the runs (no changing handlers: no finalizers, no annotations).
 Deletion needs no finalizer: everything created carries an owner reference, so Kubernetes'
 garbage collector removes Jobs, pods, ConfigMap and policy.
 
-Run with: ``kopf run -m atlasrun.cluster.operator --all-namespaces`` (see charts/).
+Run with: ``kopf run -m atlasrun.cluster.operator.main --all-namespaces`` (see charts/).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import json
 import logging
@@ -34,19 +35,17 @@ from typing import Any
 
 import kopf
 
-from atlasrun.cluster import metrics
-from atlasrun.cluster.act import Actor, Conflict, UploadFailed
-from atlasrun.cluster.contract import GROUP, KIND, PLURAL, VERSION
-from atlasrun.cluster.informer import Informers
-from atlasrun.cluster.leader import LeaderElector
-from atlasrun.cluster.observe import ApiReader, Observer, Settings
-from atlasrun.cluster.reconcile import TasksObs, decide
+from atlasrun.cluster.operator import metrics
+from atlasrun.cluster.operator.act import Actor, Conflict
+from atlasrun.cluster.operator.informer import Informers
+from atlasrun.cluster.operator.leader import LeaderElector
+from atlasrun.cluster.operator.observe import ApiReader, Observer
+from atlasrun.cluster.operator.reconcile import decide
+from atlasrun.cluster.operator.retry import Backoff
+from atlasrun.cluster.operator.settings import OperatorSettings
+from atlasrun.cluster.wire.contract import GROUP, KIND, PLURAL, VERSION
 
 log = logging.getLogger("atlasrun.operator")
-MIN_INTERVAL_S = float(os.environ.get("ATLAS_MIN_PASS_INTERVAL", "1"))
-RESYNC_S = float(os.environ.get("ATLAS_RESYNC_SECONDS", "300"))
-ERROR_BACKOFF_S = 5.0
-WORKERS = int(os.environ.get("ATLAS_WORKERS", "4"))
 
 
 def _rv(run: Mapping[str, Any]) -> int:
@@ -57,14 +56,16 @@ def _rv(run: Mapping[str, Any]) -> int:
 class Controller:
     """A work queue of run keys (``namespace/name``) served by a few threads; one pass per key at a time."""
 
-    def __init__(self, leader: LeaderElector | None = None, workers: int = WORKERS) -> None:
+    def __init__(self, settings: OperatorSettings, leader: LeaderElector | None = None) -> None:
+        self.settings = settings
+        self.backoff = Backoff(settings.retry)
         reader = ApiReader()
         self.informers = Informers(
             reader.batch.list_namespaced_job, reader.core.list_namespaced_pod, on_job=self.on_job
         )
-        self.observer = Observer(api=reader, informers=self.informers)
+        self.observer = Observer(api=reader, settings=settings, informers=self.informers)
         self.observer.health.on_change = self.wake
-        self.actor = Actor(informers=self.informers)
+        self.actor = Actor(settings, informers=self.informers)
         self.leader = leader
         self.runs: dict[str, dict[str, Any]] = {}
         self._generation: dict[str, int] = {}
@@ -76,7 +77,8 @@ class Controller:
         self._cond = threading.Condition()
         self._stop = False
         self._threads = [
-            threading.Thread(target=self._work, name=f"reconcile-{i}", daemon=True) for i in range(workers)
+            threading.Thread(target=self._work, name=f"reconcile-{i}", daemon=True)
+            for i in range(settings.queue.workers)
         ]
         metrics.watch_queue(self.backlog)
 
@@ -157,7 +159,7 @@ class Controller:
     def _schedule(self, key: str, at: float) -> None:
         """Queue ``key`` at ``at`` (the earliest request wins); the caller holds the lock. A key
         being reconciled is queued again when its pass ends."""
-        at = max(at, self._last.get(key, -1e9) + MIN_INTERVAL_S)
+        at = max(at, self._last.get(key, -1e9) + self.settings.queue.min_pass_interval_s)
         if key in self._busy:
             self._after[key] = min(at, self._after.get(key, at))
             return
@@ -183,18 +185,28 @@ class Controller:
             return None
 
     def _work(self) -> None:
+        resync = self.settings.queue.resync_s
         while (key := self._next()) is not None:
-            requeue: float | None = ERROR_BACKOFF_S
+            requeue: float | None
             started = time.monotonic()
             try:
                 if self.leader is not None and not self.leader.is_leader():
-                    requeue = RESYNC_S  # on_leadership queues every run when this replica leads
+                    requeue = resync  # on_leadership queues every run when this replica leads
                 else:
                     requeue = self.reconcile(key)
                     metrics.pass_done(True, time.monotonic() - started)
-            except Exception:
+                self.backoff.succeeded(key)
+            except Exception as exc:
                 metrics.pass_done(False, time.monotonic() - started)
-                log.exception("reconcile %s failed; retrying in %.0fs", key, ERROR_BACKOFF_S)
+                failures, requeue = self.backoff.failed(key)
+                log.warning(
+                    "reconcile %s failed (%d in a row): %s; retrying in %.1fs",
+                    key,
+                    failures,
+                    f"{type(exc).__name__}: {exc}",
+                    requeue,
+                )
+                log.debug("reconcile %s failed", key, exc_info=True)
             finally:
                 with self._cond:
                     self._busy.discard(key)
@@ -206,6 +218,8 @@ class Controller:
                     )
                     if key in self.runs and at != float("inf"):
                         self._schedule(key, at)
+                    if key not in self.runs:
+                        self.backoff.succeeded(key)  # deleted: forget its failures
 
     # ------------------------------------------------------------------ one pass
 
@@ -214,19 +228,11 @@ class Controller:
             run = self.runs.get(key)
         if run is None:
             return None
-        snapshot, ctx = self.observer.snapshot(run)
-        metrics.jobs_seen(ctx.namespace, ctx.name, snapshot.jobs)
+        snapshot = self.observer.snapshot(run)
+        metrics.jobs_seen(snapshot.namespace, snapshot.name, snapshot.jobs)
         decision = decide(snapshot)
         try:
-            try:
-                result = self.actor.apply(run, ctx, decision)
-            except UploadFailed as exc:
-                failed = dataclasses.replace(
-                    snapshot, tasks=TasksObs(error=("ObjectStoreUnavailable", str(exc)))
-                )
-                ctx.upload = None
-                decision = decide(failed)
-                result = self.actor.apply(run, ctx, decision)
+            result = self.actor.apply(run, snapshot, decision)
         except Conflict:
             self._refresh(key)
             return 0.0
@@ -234,7 +240,8 @@ class Controller:
             if result.run is not None and key in self.runs:
                 self.on_run("MODIFIED", result.run)
             self._generation[key] = snapshot.generation
-        return min(decision.requeue_after, RESYNC_S)
+        resync = self.settings.queue.resync_s
+        return resync if decision.requeue_after is None else min(decision.requeue_after, resync)
 
     def _refresh(self, key: str) -> None:
         namespace, name = key.split("/", 1)
@@ -246,8 +253,8 @@ CONTROLLER: Controller | None = None
 LEADER: LeaderElector | None = None
 
 
-def _leader_namespace() -> str:
-    explicit = os.environ.get("ATLAS_LEADER_NAMESPACE") or os.environ.get("POD_NAMESPACE")
+def _leader_namespace(settings: OperatorSettings) -> str:
+    explicit = settings.leader.namespace or os.environ.get("POD_NAMESPACE")
     if explicit:
         return explicit
     path = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -265,19 +272,18 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         config.load_kube_config()
     settings.posting.enabled = False  # Events come from act.py only
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # not a line per watch event
-    port = int(os.environ.get("ATLAS_METRICS_PORT", "8080"))
-    if port:
-        metrics.serve(port)
-    Settings.from_env()
-    if os.environ.get("ATLAS_LEADER_ELECTION", "") in ("1", "true", "True"):
+    operator_settings = OperatorSettings.from_env(os.environ)  # read once, here
+    if operator_settings.metrics_port:
+        metrics.serve(operator_settings.metrics_port)
+    if operator_settings.leader.enabled:
         LEADER = LeaderElector(
-            _leader_namespace(),
-            lease_s=float(os.environ.get("ATLAS_LEASE_SECONDS", "15")),
-            renew_s=float(os.environ.get("ATLAS_LEASE_RENEW_SECONDS", "5")),
+            _leader_namespace(operator_settings),
+            lease_s=operator_settings.leader.lease_s,
+            renew_s=operator_settings.leader.renew_s,
             on_change=_leadership_changed,
         )
         metrics.set_leading(False)  # until the Lease is ours
-    CONTROLLER = Controller(LEADER)
+    CONTROLLER = Controller(operator_settings, LEADER)
     CONTROLLER.start()
     if LEADER is not None:
         LEADER.start()
