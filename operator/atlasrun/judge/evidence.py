@@ -56,7 +56,13 @@ def with_header(text: str, span: Span) -> str:
     return (text[start : colon + 1] + " " if colon >= 0 else "") + text[span[0] : span[1]]
 
 
-_PRONOUN_START = re.compile(r"^\W*(?:it|this|that|these|they|he|she|its|their|his|her)\b", re.I)
+# A sentence that continues the one before: it opens with a pronoun, or with a definite description
+# of a role that names nothing new ("The account manager is Hannah Cole." after a sentence on the
+# account), lower-case words up to its verb.
+_PRONOUN_START = re.compile(
+    r"^\W*(?:(?i:it|this|that|these|they|he|she|its|their|his|her)\b"
+    r"|(?:The|the)\s+(?:[a-z][\w-]*\s+){1,3}(?:is|was|are|were|has|had)\b)"
+)
 
 
 def in_context(text: str, spans: list[Span], i: int) -> str:

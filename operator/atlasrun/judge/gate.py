@@ -27,13 +27,14 @@ from atlasrun.judge.base import Abstention, Label
 from atlasrun.judge.evidence import (
     CORRECTION,
     attached,
+    clauses,
     in_context,
     sentence_at,
     sentences,
     stems_of,
     table_cell,
 )
-from atlasrun.judge.facts import Facts, stem
+from atlasrun.judge.facts import Facts, Quantity, stem
 from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, IRREGULAR_VERBS, STOPWORDS
 from atlasrun.judge.matching import Tally, claim_stems, date_same, same, same_thing, time_same
 
@@ -216,15 +217,85 @@ def _rival(claim: Facts, answer: Facts, tally: Tally) -> str | None:
             if any(g.end <= at < h.start for at, _ in cues for h in hits):
                 continue  # corrected away: the match comes after a correction of it
             words = attached(text, g.start, g.end, sentence_at(spans, g.start)) & own
-            if words - hit_words:
+            if words - hit_words and not _of_something_else(claim, answer, g, hit_words):
                 return f"'{g.text}' is said with '{sorted(words - hit_words)[0]}', its match is not"
     return None
 
 
+_AGGREGATE = re.compile(r"\b(?:altogether|in total|total|combined|overall|in all|sum)\b", re.I)
+_YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+
+
+def _of_something_else(claim: Facts, answer: Facts, value: Quantity, hit_nouns: set[str]) -> bool:
+    """The other value is visibly a value of something else, not a rival reading of the claim's:
+    its clause names another entity (a name, an id or a year the claim does not), it counts another
+    thing (the noun after it is no word of the claim's), or it is a total where the claim is not."""
+    text = answer.text
+    span = next(
+        c for c in clauses(text, sentence_at(sentences(text), value.start)) if c[0] <= value.start <= c[1]
+    )
+    clause = text[span[0] : span[1]]
+    claim_low = claim.text.lower()
+    names = {" ".join(n).lower() for n in answer.names}
+    if any(n in clause.lower() and n not in claim_low for n in names):
+        return True
+    if any(i in clause.lower() and i not in claim.ids for i in answer.ids):
+        return True
+    around = text[span[0] : value.start] + " " + text[value.end : span[1]]  # the clause but the value
+    if any(y not in claim.text for y in _YEAR.findall(around)):
+        return True
+    after = [
+        w for w in re.findall(r"[A-Za-z][\w'-]*", text[value.end : span[1]]) if w.lower() not in STOPWORDS
+    ]
+    own = claim_stems(claim)
+    if (
+        after
+        and stem(after[0]) not in own
+        and stem(after[0]) not in hit_nouns
+        and not _near_any(stem(after[0]), own)
+    ):
+        return True
+    return bool(_AGGREGATE.search(clause)) and not _AGGREGATE.search(claim.text)
+
+
+def _near_any(word: str, stems: set[str]) -> bool:
+    return any(_near(word, s) for s in stems)
+
+
+_UP = DIRECTIONS[0][0] | {"growth", "gain", "gains", "up"}
+_DOWN = DIRECTIONS[0][1] | {"decline", "declines", "loss", "losses", "down"}
+
+
+def _signed_against(claim: Facts, text: str) -> str | None:
+    """A name of the claim followed by a figure signed against the claim's direction ("West -1%"
+    where the claim says West grew; "+3%" where it says fell)."""
+    words = set(claim.words)
+    sign = "-" if words & _UP else "+" if words & _DOWN else None
+    if sign is None:
+        return None
+    for name in claim.names:
+        pattern = re.escape(" ".join(name)) + r"[^\w\n.;]{0,12}?(?:by |at |of )?\s*([+\-\u2212])\s?\d"
+        for m in re.finditer(pattern, text):
+            if (m.group(1) == "+") == (sign == "+"):
+                return f"'{m.group(0).strip()}' is signed against the claim's direction"
+    return None
+
+
+def _direction_words(text: str) -> set[str]:
+    """The lower-case words of ``text`` that can be read as directions: a compass word written
+    capitalised ("North +104,950, South +29,625") names a region, it is no direction."""
+    return {
+        w.lower() for w in re.findall(r"[A-Za-z]+", text) if not (w[0].isupper() and w.lower() in _COMPASS)
+    }
+
+
+_COMPASS = {"north", "northern", "south", "southern", "east", "eastern", "west", "western"}
+
+
 def _opposite(claim: Facts, text: str) -> str | None:
     """A word of the opposite direction to one of the claim's (public/private), anywhere."""
-    claim_words = set(claim.words)
-    words = set(re.findall(r"[a-z]+", text.lower()))
+    claim_words = _direction_words(claim.text)
+    words = _direction_words(text)
     for up, down in DIRECTIONS:
         for mine, other in ((up, down), (down, up)):
             if mine & claim_words and other & words:
@@ -256,6 +327,9 @@ def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
     rival = _rival(claim, answer, tally)
     if rival:
         return Abstention(kind="contradiction", reason=rival)
+    against = _signed_against(claim, answer.text)
+    if against:
+        return Abstention(kind="contradiction", reason=against)
     found = _together(claim, answer, tally)
     rivalled = any(k in ("name", "id") for _, _, k in tally.rivals) or bool(
         tally.candidates
