@@ -172,7 +172,12 @@ CASES = [
         "Is the cache hit ratio 92%? Yes, as far as the dashboard shows.",
         "abstain:restated",
     ),
-    ("The latest stable version is 4.2.1.", "The latest stable version might be 4.2.1.", "abstain:hedged"),
+    # the right value uncommitted: partially fulfilled (tests/data/JUDGE_LABELS.md)
+    (
+        "The latest stable version is 4.2.1.",
+        "The latest stable version might be 4.2.1.",
+        "partially_fulfilled",
+    ),
     (
         "The total is 42 items.",
         "Die Gesamtzahl beträgt 42 Artikel, die alle im Lager sind und nicht reserviert wurden.",
@@ -206,7 +211,9 @@ def test_each_class(claim: str, answer: str, expected: str) -> None:
 
 
 def test_an_abstention_is_typed_and_never_scored() -> None:
-    verdict = judge.judge_sync("The latest stable version is 4.2.1.", "It might be 4.2.1.")
+    verdict = judge.judge_sync(
+        "The latest stable version is 4.2.1.", "Die neueste stabile Version ist 4.2.1 laut der Seite."
+    )
     assert isinstance(verdict.abstention, Abstention) and verdict.uncertain and verdict.error is None
     labelled = judge.judge_sync("The latest stable version is 4.2.1.", "The latest stable version is 4.2.1.")
     score = score_claims([labelled, verdict])

@@ -42,7 +42,7 @@ def test_deterministic_judge_meets_the_goal(name: str, capsys: pytest.CaptureFix
 def test_abstentions_are_counted_apart_and_as_wrong(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A header line is skipped; a hedged answer is abstained on: out of the answered figures, in
+    """A header line is skipped; an answer in another language is abstained on: out of the answered figures, in
     ``abstained`` and by kind, and wrong in ``accuracy_abstain_wrong``."""
     rows = [
         {"_comment": "a header: what this set is for"},
@@ -51,7 +51,7 @@ def test_abstentions_are_counted_apart_and_as_wrong(
         {
             "id": "c",
             "claim": "The sum is 42",
-            "answer": "The sum might be 42.",
+            "answer": "La somme est 42 selon le fichier.",
             "label": "partially_fulfilled",
         },
     ]
@@ -64,13 +64,13 @@ def test_abstentions_are_counted_apart_and_as_wrong(
     assert body["accuracy_abstain_wrong"] == pytest.approx(2 / 3) and body[
         "abstention_rate"
     ] == pytest.approx(1 / 3)
-    assert body["abstained_by_kind"] == {"hedged": 1}
+    assert body["abstained_by_kind"] == {"language": 1}
     assert main(["judge-eval", str(labels), "--judge", "deterministic", "-v"]) == 0
     out = capsys.readouterr().out
-    assert "2 pair(s) answered, 1 abstained (0.333)" in out and "abstentions by kind: hedged 1" in out
+    assert "2 pair(s) answered, 1 abstained (0.333)" in out and "abstentions by kind: language 1" in out
     assert (
         "accuracy counting an abstention as wrong 0.667" in out
-        and "  c: label partially_fulfilled: uncertain (hedged)" in out
+        and "  c: label partially_fulfilled: uncertain (language)" in out
     )
     labels.write_text(json.dumps({"_comment": "x", "id": "z"}) + "\n")  # not a header: more than a comment
     with pytest.raises(InputError, match="line 1, id z"):

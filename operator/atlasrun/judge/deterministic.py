@@ -9,9 +9,12 @@ tolerances: numbers 5%, percentages 1 point, years exact, units converted).
 Decisive, strictest first: an empty answer, a contradicted fact (a wrong value, or the right value
 corrected to another), a value only in a dump of candidates, a refusal, the answer negating the claim
 in the sentence of its facts, an opposite direction word (rose/fell), swapped roles -> not fulfilled.
-No key fact found -> not fulfilled; some -> partially. All found, said together with the claim's
-words, nothing uncertain -> fulfilled. A claim without key facts is fulfilled only when one
-declarative sentence carries all its content words.
+No key fact found -> not fulfilled; some -> partially; all, but hedged where they are said ("might be
+4.2.1") -> partially. All found, said together with the claim's words, nothing uncertain ->
+fulfilled. A compound claim ("X has 12 nodes and runs 1.29"; "Q1 was A; Q2 was B") failed for a
+wrong or negated value is partially fulfilled when one of its statements, judged alone, is met. A
+claim without key facts is fulfilled only when one declarative sentence carries all its content
+words.
 
 Also decisive: two facts of the claim never said in one clause while the clause of one holds another
 value in the other's place ("Marcus Webb ... in Austin" for "Marcus Webb is in Berlin").
@@ -22,7 +25,9 @@ the claim), a negated claim the answer does not negate, roles under an unknown r
 agent the claim does not name, a bare number for a claim with a unit, a time whose zone is not
 certain, a name given only in part, a hedge or a question in the sentence of the facts, facts not
 said with the claim's words, a claim without key facts and no decisive sentence, and text in a
-language the word lists do not cover.
+language the word lists do not cover. The claim's words may sit in the plain sentence before the
+facts' ("I checked the orders database. The last backup finished on ...") or in the heading of
+their list.
 
 Every ``fulfilled`` then goes through ``judge.gate``, which reads the whole answer for what a pass
 needs besides the facts (no later revision, the facts said together and of the claim's relation,
@@ -63,8 +68,15 @@ _HEDGE_PHRASES = re.compile(
 )
 # Not knowing is not denying: "could not retrieve the version" negates nothing the claim says.
 _UNABLE = re.compile(
-    r"\b(?:could(?: not|n't)|cannot|can't|(?:was |were )?unable to) "
+    r"\b(?:could(?: not|n't)|cannot|can't|(?:was |were )?unable to|(?:was|were)(?: not|n't) able to|"
+    r"failed to|did(?: not|n't) manage to) "
     r"(?:retrieve|find|get|access|determine|load|read|open|reach|fetch|check|look up)\b"
+)
+# A failure the answer reports of something else ("psycopg2 could not compile"), not of its own
+# attempt ("I could not", "the tool could not open it", "could not reach the API"): it still answers.
+_OTHERS_FAILING = re.compile(
+    r"(?<![\w'])(?!(?:i|we|tool|api|request|call|query|endpoint|lookup|search|page)\b)[a-z][\w.-]*[`'\")\]]? "
+    r"(?:could not|couldn't|cannot|can't) (?=[a-z])"
 )
 _AFFIRMS = re.compile(r"\b(?:yes|yep|correct|right|indeed|confirmed|that's it|exactly)\b", re.I)
 _CLAUSE_BREAK = {".", ",", ";", ":", "!", "?", "but", "though", "although", "however", "while"}
@@ -155,11 +167,11 @@ def _negation_verdict(
         return Abstention(kind="hedged", reason=f"answer hedges ('{hedge}'); {summary}")
     near = [n for n in negations if n[1] in evidence.spans]
     if not tally.matched or near or len(sentences(answer.text)) <= 2:
-        return "not_fulfilled", f"answer negates the claim ('{(near or negations)[0][0]}'); {summary}"
+        return "not_fulfilled", f"{_NEGATES} ('{(near or negations)[0][0]}'); {summary}"
     shares = [(_share(claim, answer.text[slice(*s)]), c) for c, s in negations]
     best, cue = max(shares)
     if best == 1.0:
-        return "not_fulfilled", f"answer negates the claim ('{cue}'); {summary}"
+        return "not_fulfilled", f"{_NEGATES} ('{cue}'); {summary}"
     if best >= _RELATION_SHARE:
         return Abstention(kind="negation", reason=f"'{cue}' in another sentence than the facts; {summary}")
     return None
@@ -219,6 +231,11 @@ class _Evidence:
             {in_context(answer.text, spans, spans.index(sentence_at(spans, s))) for s, _, _ in tally.hits}
         )
         self.long = len(spans) > 1  # several sentences: facts may sit apart from the claim's words
+        self.before = [  # the sentence before a fact's, when it names nothing the claim could be of
+            answer.text[slice(*spans[i - 1])]
+            for i in sorted({spans.index(span) for span in self.spans})
+            if i and _plain(claim, answer, spans[i - 1])
+        ]
         self.roles_agree = False  # the answer gives the claim's verb to the claim's agent
         self.outdone = _outdone(claim, tally, answer.text, spans)
 
@@ -234,13 +251,32 @@ class _Evidence:
         return bool(stems_of(" ".join(self.sentences)) - known)
 
     def content_share(self, claim: Facts) -> float:
+        """The share of the claim's content words said with its facts (or in the plain sentence that
+        leads to them: "I checked the orders database. The last backup finished on 2024-05-14.")."""
         if not claim.content:
             return 1.0
-        stems = _stems(" ".join(self.sentences))
+        stems = _stems(" ".join(self.sentences + self.before))
         return sum(1 for c in claim.content if _has_stem(stems, c)) / len(claim.content)
 
 
 Outcome = tuple[Label, str] | Abstention
+
+
+def _plain(claim: Facts, answer: Facts, span: Span) -> bool:
+    """The sentence states no value, identifier or name that is not the claim's, and asks nothing."""
+    start, end = span
+    said = answer.text[start:end].lower()
+    if asks(answer.text, span):
+        return False  # a question leads to nothing
+    claim_names = {" ".join(n).lower() for n in claim.names}
+    return not (
+        any(
+            start <= at < end for at in [v.start for v in answer.quantities] + [d.start for d in answer.dates]
+        )
+        or any(start <= t.start < end for t in answer.times)
+        or any(i in said and i not in claim.ids for i in answer.ids)
+        or any(" ".join(n).lower() in said and " ".join(n).lower() not in claim_names for n in answer.names)
+    )
 
 
 class DeterministicJudge:
@@ -253,17 +289,30 @@ class DeterministicJudge:
         return self.judge_sync(claim, response)
 
     def judge_sync(self, claim: str, response: str) -> ClaimVerdict:
+        outcome = self._gated(claim, response)
+        if (
+            isinstance(outcome, tuple)
+            and outcome[0] == "not_fulfilled"
+            and outcome[1].startswith(_PART_WRONG)
+        ):
+            right = [p for p in _claim_parts(claim) if _label(self._gated(p, response)) == "fulfilled"]
+            if right:  # "Q1 was $2.1M and Q2 was $2.6M", Q2 wrong: some key details covered
+                outcome = "partially_fulfilled", f"part right ('{right[0]}'), part wrong: {outcome[1]}"
+        if isinstance(outcome, Abstention):
+            return ClaimVerdict.abstained(claim, outcome.kind, outcome.reason)
+        return ClaimVerdict.labelled(claim, outcome[0], outcome[1], 1.0)
+
+    def _gated(self, claim: str, response: str) -> Outcome:
+        """The rules' verdict; a pass must survive the gate."""
         outcome = self._verdict(claim, response)
-        if isinstance(outcome, tuple) and outcome[0] == "fulfilled":  # a pass must survive the gate
+        if isinstance(outcome, tuple) and outcome[0] == "fulfilled":
             claim_facts, answer = read(claim, claim=True), read(response)
             doubted = doubt(claim_facts, answer, tally_facts(claim_facts, answer))
             if isinstance(doubted, tuple):
                 outcome = doubted[0], f"{doubted[1]}; {outcome[1]}"
             elif doubted is not None:
                 outcome = Abstention(kind=doubted.kind, reason=f"{doubted.reason}; {outcome[1]}")
-        if isinstance(outcome, Abstention):
-            return ClaimVerdict.abstained(claim, outcome.kind, outcome.reason)
-        return ClaimVerdict.labelled(claim, outcome[0], outcome[1], 1.0)
+        return outcome
 
     def _verdict(self, claim_text: str, response: str) -> Outcome:
         if not response.strip() or response.strip().lower() in ("n/a", "none", "-"):
@@ -276,10 +325,10 @@ class DeterministicJudge:
         tally = tally_facts(claim, answer)
         summary = _summary(claim, answer, tally)
         if tally.contradicted:
-            return "not_fulfilled", f"contradicted: {'; '.join(tally.contradicted[:4])}; {summary}"
+            return "not_fulfilled", f"{_WRONG}: {'; '.join(tally.contradicted[:4])}; {summary}"
         if tally.dumps:
             return "not_fulfilled", f"{', '.join(tally.dumps)} only in a list of candidate values; {summary}"
-        refusal = _cue(_HEDGE_PHRASES.sub(" ", answer.text.lower()), _REFUSAL_CUES)
+        refusal = _cue(_OTHERS_FAILING.sub(" ", _HEDGE_PHRASES.sub(" ", answer.text.lower())), _REFUSAL_CUES)
         answered = any(k in ("quantity", "date", "time") for _, _, k in tally.hits)  # a value, not a subject
         if refusal and (tally.missing or not tally.facts) and not answered:
             return "not_fulfilled", f"answer refuses or reports a failure ('{refusal}'); {summary}"
@@ -316,6 +365,36 @@ class DeterministicJudge:
         return _without_facts(claim, answer, summary)
 
 
+_WRONG, _NEGATES = "contradicted", "answer negates the claim"
+_PART_WRONG = (_WRONG, _NEGATES)  # verdicts on one part of a claim: another part may still be met
+
+
+def _label(outcome: Outcome) -> Label | None:
+    return None if isinstance(outcome, Abstention) else outcome[0]
+
+
+_PART_BREAK = re.compile(r";\s+|,?\s+and\s+(?!(?:then|so)\b)")
+
+
+def _claim_parts(claim: str) -> list[str]:
+    """The statements a compound claim joins ("X has 12 nodes and runs 1.29"; "Q1 was A; Q2 was B"),
+    each with words of its own and a key fact (or two content words); [] for one statement or a list
+    ("A, B and C")."""
+    parts = [p.strip(" .") for p in _PART_BREAK.split(claim)]
+    if len(parts) < 2:
+        return []
+    for part in parts:
+        facts = read(part, claim=True)
+        has_fact = facts.quantities or facts.dates or facts.times or facts.ids or facts.names
+        if (
+            len(re.findall(r"[\w$€£.:/-]+", part)) < 3
+            or not facts.content
+            or not (has_fact or len(facts.content) >= 2)
+        ):
+            return []
+    return parts
+
+
 def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str) -> Outcome:
     if not tally.matched or (tally.missing and len(tally.matched) == len(tally.undecided)):
         derived = unreadable(claim, evidence.answer, tally)
@@ -339,6 +418,8 @@ def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str) -
             kind="restated", reason=f"the facts appear only in a question, then an affirmation; {summary}"
         )
     hedge = evidence.hedge()
+    if hedge and not tally.undecided:  # the right value given uncommitted: some, not all, of the claim
+        return "partially_fulfilled", f"answer hedges ('{hedge}') where it gives the facts; {summary}"
     if hedge:
         return Abstention(kind="hedged", reason=f"answer hedges ('{hedge}'); {summary}")
     if tally.missing:

@@ -65,11 +65,54 @@ _PRONOUN_START = re.compile(
 )
 
 
+_ITEM = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s")
+_HEADING = re.compile(r"^\s*(?:#{1,6}\s+)?[^.!?|\n]{1,60}$")
+_LABEL = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+([^:\n]{1,40}?):\s")
+
+
+def _line(text: str, pos: int) -> tuple[int, str]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, text[start : end if end >= 0 else len(text)]
+
+
+def heading_of(text: str, pos: int) -> str | None:
+    """The heading of the list a line at ``pos`` is an item of ("api" or "### payments" or "Worker
+    pool:" above "- replicas: 4"), or None."""
+    line_start, line = _line(text, pos)
+    if not _ITEM.match(line):
+        return None
+    for above in reversed(text[:line_start].split("\n")[:-1]):
+        if not above.strip() or _ITEM.match(above) or above.startswith(("  ", "\t")):
+            continue
+        return above.strip() if _HEADING.match(above) else None
+    return None
+
+
+def label_of(text: str, pos: int) -> str | None:
+    """The label of a "- label: value" list item, for a position in its value."""
+    line_start, line = _line(text, pos)
+    m = _LABEL.match(line)
+    return m.group(1).strip() if m and line_start + m.end(1) < pos else None
+
+
+def headings(text: str) -> tuple[set[str], set[str]]:
+    """Every list heading, and every item label, of the answer."""
+    lines = [m for m in re.finditer(r"(?m)^.*$", text)]
+    return (
+        {h for m in lines if (h := heading_of(text, m.start()))},
+        {label for m in lines if (label := label_of(text, m.end()))},
+    )
+
+
 def in_context(text: str, spans: list[Span], i: int) -> str:
     """A sentence with what it continues: its list header, a table's header row, the sentence before
     when it opens with a pronoun ("It was authored by ...")."""
     span = spans[i]
     said = with_header(text, span)
+    heading = heading_of(text, span[0] + len(text[span[0] : span[1]]) - len(text[span[0] : span[1]].lstrip()))
+    if heading and heading not in said:
+        said = f"{heading} {said}"
     line_start = text.rfind("\n", 0, span[0]) + 1
     if text[line_start : span[1]].lstrip().startswith("|"):
         header = line_start

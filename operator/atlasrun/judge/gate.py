@@ -5,7 +5,10 @@ sentence of the first match). A pass stands only when:
 - no revision cue ("Update:", "Hmm, that line is ...", "on closer inspection") follows a fact's
   statement with another value of the fact's kind after it; when the claim's value is not restated
   after it, that is decisive (not fulfilled), when it is, uncertain;
-- no past state ("used to", "no longer") is reported;
+- no past state ("used to", "no longer", "was 100 until March") is reported;
+- the facts are not all framed as an expectation, a target, a conditional or a plan ("you expected
+  12 nodes", "would hold", "is planned for"); another value of the kind right after such a frame
+  ("..., but the cluster has 9 nodes") is what was found (not fulfilled);
 - no other value of a claim quantity's kind is said with a claim word its match is not said with
   ("sessions with 48 million rows; events ... 31 million" for "events with 48 million rows");
 - the facts are stated together, in one sentence (with its list header, its table's header row, the
@@ -22,6 +25,7 @@ Otherwise the judge abstains: these are the places where a rule reading of free 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from atlasrun.judge.base import Abstention, Label
 from atlasrun.judge.evidence import (
@@ -51,7 +55,12 @@ _REVISION = re.compile(
     re.I,
 )
 # A state the answer says has ended: what follows may not hold any more.
-_FORMERLY = re.compile(r"\b(?:used to|formerly|no longer|any ?more|until recently|was previously)\b", re.I)
+_FORMERLY = re.compile(
+    r"\b(?:used to|formerly|no longer|any ?more|until recently|was previously)\b",
+    re.I,
+)
+# "The limit was 100 until March": a value the sentence says has ended.
+_UNTIL = re.compile(r"\b(?:was|were|had been)\b[^.;\n]{0,80}\buntil\b[^.;\n]*", re.I)
 _NEGATION_TOKEN = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|without|\w+n't|cannot)$")
 _HEDGE = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(h) for h in HEDGES) + r")(?![\w'])", re.I)
 _CLAIM_SHARE = 0.5
@@ -67,8 +76,20 @@ def _verb_stem(word: str) -> str:
     return stem(IRREGULAR_VERBS.get(word.lower(), word.lower()))
 
 
-def _values_after(claim: Facts, answer: Facts, kind: str, after: int) -> tuple[bool, bool]:
-    """(the claim's value of ``kind`` said after ``after``, another value of its kind said there)."""
+def _values_after(
+    claim: Facts, answer: Facts, kind: str, after: int, until: int | None = None
+) -> tuple[bool, bool]:
+    """(the claim's value of ``kind`` said after ``after``, another value of its kind said there),
+    up to ``until`` if given."""
+    if until is not None:
+        clipped = answer.text[:until]
+        answer = replace(
+            answer,
+            quantities=[g for g in answer.quantities if g.start < until],
+            dates=[g for g in answer.dates if g.start < until],
+            times=[g for g in answer.times if g.start < until],
+            text=clipped,
+        )
     if kind == "quantity":
         later = [g for g in answer.quantities if g.start > after]
         own = [g for g in later if any(same(q, g) for q in claim.quantities)]
@@ -303,6 +324,59 @@ def _opposite(claim: Facts, text: str) -> str | None:
     return None
 
 
+# Words that set a value as someone's expectation, a plan or a hypothesis, not as what was found.
+_UNASSERTED = re.compile(
+    r"\b(?:you(?: had)? (?:said|mentioned|expected|asked|thought|wrote|noted|claimed|assumed|quoted|listed)|"
+    r"(?<!as )expect(?:ed|s|ing)?|supposed to|target(?:ed|s)?|goal|would(?: be| have)?|should (?:be|have)|"
+    r"assum(?:e|ed|ing)|intended|hoped|planned for|asked for|requested|required)\b",
+    re.I,
+)
+# A fact said as not done yet, wherever in its sentence ("the migration to 16 is planned for next sprint").
+_PENDING = re.compile(
+    r"\b(?:(?:is|are) planned|planned for|(?:is|are) going to|not yet)\b",
+    re.I,
+)
+_CONTRAST = re.compile(
+    r"\b(?:but|however|whereas|instead|actually|in reality|in fact|currently|only)\b", re.I
+)
+
+
+def _unasserted(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
+    """Every statement of a fact framed as an expectation, a target or a conditional ("you expected
+    12 nodes, but ...", "the bucket would hold 1,200 objects"): not decisive; another value of the
+    fact's kind after a contrast there ("... but the cluster has 9 nodes") is what was found."""
+    text = answer.text
+    spans = sentences(text)
+    claim_low = claim.text.lower()
+    framed: dict[str, str] = {}  # what is said framed, by kind of fact
+    plain: set[str] = set()  # kinds of fact said plainly somewhere
+    for start, end, kind in tally.hits:
+        span = sentence_at(spans, start)
+        head = text[span[0] : start]
+        cues = [m.group(0) for m in _UNASSERTED.finditer(head)] + [
+            m.group(0) for m in _PENDING.finditer(text, span[0], span[1])
+        ]
+        cue = next((c for c in cues if c.lower() not in claim_low), None)
+        said = text[start:end].lower()
+        if cue is None:
+            plain.add(kind)
+            continue
+        framed.setdefault(kind, f"'{cue}' frames {said}")
+        # what was found: after a contrast in the sentence, or in the sentence that follows it
+        following = next((s for s in spans if s[0] >= span[1]), (len(text), len(text)))
+        contrast = _CONTRAST.search(text, end, span[1])
+        after = contrast.start() if contrast else following[0]
+        if kind in ("quantity", "date", "time"):
+            restated, other = _values_after(claim, answer, kind, after, until=following[1])
+            if other and not restated:
+                where = f"after '{contrast.group(0)}'" if contrast else "next"
+                return "not_fulfilled", f"'{cue}' frames {said}; the answer gives another value {where}"
+    unframed = [why for kind, why in framed.items() if kind not in plain]
+    if unframed:
+        return Abstention(kind="hedged", reason=f"{unframed[0]}: an expectation or a conditional")
+    return None
+
+
 def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
     """Why a ``fulfilled`` the rules reached is not decisive (an abstention or a decisive
     ``not_fulfilled``), or None when it stands."""
@@ -310,7 +384,10 @@ def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
     if corrected:
         return corrected
     claim_negated = any(_NEGATION_TOKEN.match(w) for w in claim.words)
-    formerly = _FORMERLY.search(answer.text)
+    formerly = _FORMERLY.search(answer.text) or next(
+        (m for m in _UNTIL.finditer(answer.text) if any(m.start() <= h < m.end() for h, _, _ in tally.hits)),
+        None,
+    )
     if formerly:
         return Abstention(kind="contradiction", reason=f"a past state ('{formerly.group(0)}')")
     if not tally.hits:  # no figure to anchor the claim: its words decide, read over the whole answer
@@ -324,6 +401,9 @@ def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
         if hedge:
             return Abstention(kind="hedged", reason=f"answer hedges ('{hedge.group(0)}')")
         return None
+    framed = _unasserted(claim, answer, tally)
+    if framed:
+        return framed
     rival = _rival(claim, answer, tally)
     if rival:
         return Abstention(kind="contradiction", reason=rival)

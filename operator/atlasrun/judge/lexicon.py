@@ -87,6 +87,10 @@ _UNIT_TABLE: dict[str, dict[tuple[str, ...], float]] = {
         ("mb", "megabyte", "megabytes"): 1e6,
         ("gb", "gigabyte", "gigabytes"): 1e9,
         ("tb", "terabyte", "terabytes"): 1e12,
+        ("kib", "kibibyte", "kibibytes"): 1024.0,
+        ("mib", "mebibyte", "mebibytes"): 1024.0**2,
+        ("gib", "gibibyte", "gibibytes"): 1024.0**3,
+        ("tib", "tebibyte", "tebibytes"): 1024.0**4,
     },
     "volume": {
         ("l", "liter", "liters", "litre", "litres"): 1.0,

@@ -10,7 +10,11 @@ characters meets the full hash. A matched value is also checked against every ot
 self-correction cue it is contradicted, otherwise it is a contradiction candidate. A figure that
 reads both ways (12.500) is read as the answer's own figures say (``judge.numerals``), a slash date
 with day and month both <= 12 either way round; either, when nothing says which, is not comparable.
-Another value contradicts only when it is a value of the same thing (``same_thing``).
+Another value contradicts only when it is a value of the same thing (``same_thing``), and another
+name only where it stands in a sentence that says the claim (a long answer names many things). A
+decimal of the claim met as a version ("1.29" by "v1.29.4") is matched; a coarser date ("March 2024"
+for 2024-03-12) is missing, not contradicted. Values in list items under another heading or label
+than the claim's, where another item names the claim's, are that item's ("- staging: 3 workers").
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from atlasrun.judge.evidence import (
     attached,
     clauses,
     correction_between,
+    heading_of,
+    headings,
+    label_of,
     sentence_at,
     sentences,
     stems_of,
@@ -129,6 +136,11 @@ def date_same(a: Date, b: Date) -> bool:
     return a.year is None or b.year is None or a.year == b.year
 
 
+def _coarser(claim: Date, got: Date) -> bool:
+    """ "June 2024" for 2024-06-01: the answer says less than the claim, it does not contradict it."""
+    return got.day is None and claim.day is not None and date_same(replace(claim, day=None), got)
+
+
 def in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> bool:
     """True when the span sits in a run of 4+ values separated only by commas (a list of candidates);
     a line break ends a run (table rows are not candidates)."""
@@ -157,7 +169,23 @@ def _id_span(identifier: str, text: str) -> tuple[int, int] | None:
     m = re.search(rf"(?<![\w-]){body}(?![\w-]|\.\w)", text, re.I)
     if m is None and re.fullmatch(r"[0-9a-f]{7,40}", identifier):  # a commit hash or a prefix of it
         m = next((h for h in _HEX.finditer(text.lower()) if _hex_agree(h.group(0), identifier)), None)
+    if m is None and "/" in identifier.strip("/"):
+        return _path_span(identifier, text)
     return (m.start(), m.end()) if m else None
+
+
+def _path_span(path: str, text: str) -> tuple[int, int] | None:
+    """A path met by its file name where the answer also names its folder ("q3.csv in /data/sales"
+    for /data/sales/q3.csv) and gives that file name no other folder."""
+    folder, _, base = path.rstrip("/").rpartition("/")
+    if len(base) < 3 or not re.search(r"[._]", base) or folder.strip("/").lower() not in text.lower():
+        return None
+    found = list(re.finditer(rf"(?<![\w.-])([\w./-]*/)?{re.escape(base)}(?![\w-]|\.\w)", text, re.I))
+    if not found or any(
+        m.group(1) and m.group(1).strip("/").lower() != folder.strip("/").lower() for m in found
+    ):
+        return None
+    return found[0].start(), found[0].end()
 
 
 def _hex_agree(a: str, b: str) -> bool:
@@ -233,6 +261,25 @@ _YEAR_AFTER = re.compile(r"\D{0,12}?\b(1[89]\d\d|20\d\d)\b")
 _YEAR_BEFORE = re.compile(r"\b(1[89]\d\d|20\d\d)\b\D{0,12}$")
 
 
+def other_section(text: str, pos: int, claim: Facts) -> bool:
+    """A list item under a heading that is not the claim's, in an answer with a section that is
+    ("**worker**" above "- replicas: 4" where the claim is about api and "**api**" heads another)."""
+    label, heading = label_of(text, pos), heading_of(text, pos)
+    if not label and not heading:
+        return False
+    all_headings, all_labels = headings(text)
+    return any(
+        said is not None and not _mentions(said, claim) and any(_mentions(o, claim) for o in others)
+        for said, others in ((label, all_labels), (heading, all_headings))
+    )
+
+
+def _mentions(heading: str, claim: Facts) -> bool:
+    words = {w.lower() for w in re.findall(r"[\w.-]+", heading)}
+    names = {w.lower() for n in claim.names for w in n}
+    return bool(stems_of(heading) & claim_stems(claim) or words & names or words & set(claim.ids))
+
+
 def _other_year(text: str, start: int, end: int, claim: Facts) -> bool:
     """The value is qualified by another year than the claim's ("3,271,575 in 2023")."""
     years = {str(int(q.value)) for q in claim.quantities if q.exact} | {
@@ -255,7 +302,8 @@ def _other_owner(answer: Facts, pos: int, claim: Facts) -> bool:
 
 _MOVED_FROM = re.compile(
     r"\b(?:moved|changed|switched|rescheduled|shifted|updated|raised|lowered|increased|decreased|rose|fell|"
-    r"dropped|went|bumped|reduced)\b[^.;]{0,30}\bfrom\s+$",
+    r"dropped|went|bumped|reduced|scaled|grew|shrank|expanded|upgraded|downgraded|migrated|renamed)\b"
+    r"[^.;]{0,30}\bfrom\s+$",
     re.I,
 )
 
@@ -264,7 +312,7 @@ def _moved_away(text: str, start: int, end: int, claim: Facts) -> str | None:
     """ "moved from <value> to <other>": the claim's value is the one left behind."""
     if not _MOVED_FROM.search(text, max(0, start - 50), start):
         return None  # "runs from 14:00 to 15:30" is a range, not a move
-    m = re.match(r"\s+(?:to|->|\u2192)\s+([\w$€£:.,/-]*\w)", text[end : end + 40])
+    m = re.match(r"(?:\s+[A-Za-z]+){0,2}?\s+(?:to|->|\u2192)\s+([\w$€£:.,/-]*\w)", text[end : end + 60])
     if m is None or m.group(1).lower() in claim.text.lower():
         return None
     return m.group(1)
@@ -311,6 +359,7 @@ def _check_rivals(
                 continue
         if (
             _other_cell(text, start, claim)
+            or other_section(text, start, claim)
             or _other_year(text, start, end, claim)
             or _other_owner(answer, start, claim)
         ):
@@ -328,8 +377,21 @@ def _check_rivals(
 def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
     spans = [(g.start, g.end) for g in answer.quantities]
     for q in claim.quantities:
+        release = _release(q, answer.text)
+        if release:  # "Kubernetes 1.29" met by "v1.29.4": a version, not a decimal
+            tally.add(q.text, True, None)
+            tally.hits.extend((s, e, "id") for s, e in release)
+            continue
+        looked_up = _table_lookup(q, claim, answer)
+        if looked_up and not any(same(q, g) for g in looked_up):  # the claim's row and column disagree
+            tally.add(q.text, False, f"{looked_up[0].text} in its table row")
+            continue
         found = [
-            g for g in answer.quantities if same(q, g) and not _other_cell(answer.text, g.start, claim, False)
+            g
+            for g in answer.quantities
+            if same(q, g)
+            and not _other_cell(answer.text, g.start, claim, False)
+            and not other_section(answer.text, g.start, claim)
         ]
         hits = [g for g in found if _unit_implied(q, g, answer)]
         readings = _locale_readings(q, answer, found)
@@ -359,6 +421,44 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
             tally.hits.extend((h.start, h.end, "quantity") for h in hits)
             rivals = [(g.text, g.start, g.end) for g in others if g.dim == q.dim and g in answer.quantities]
             _check_rivals(tally, q.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "quantity")
+
+
+def _table_lookup(q: Quantity, claim: Facts, answer: Facts) -> list[Quantity]:
+    """The answer's table cells in the claim's row (it names the claim's one name or id, or has its
+    one date) and column (its header says a word of the claim; or the row's only cell of the
+    figure's unit or currency), with a value comparable to ``q``: where the table states the
+    claim's figure ("| billing-api | 5/5 | 5 |" under "Replicas")."""
+    keys = {" ".join(n).lower() for n in claim.names} | set(claim.ids)
+    if len(keys) + len(claim.dates) != 1:
+        return []  # no row to look up, or several (each figure of "Q1 was A and Q2 was B" has its own)
+    own = claim_stems(claim)
+    text = answer.text
+    rows: dict[int, list[Quantity]] = {}
+    for g in answer.quantities:
+        if table_cell(text, g.start) is None or not comparable(q, g) or g.exact != q.exact:
+            continue
+        start, end = text.rfind("\n", 0, g.start) + 1, text.find("\n", g.start) % (len(text) + 1)
+        row = text[start:end].lower()
+        dated = any(
+            start <= d.start < end and any(date_same(c, d) for c in claim.dates) for d in answer.dates
+        )
+        if dated or any(k in row for k in keys):
+            rows.setdefault(start, []).append(g)
+    found = []
+    for cells in rows.values():
+        named = [g for g in cells if stems_of((table_cell(text, g.start) or ("", ""))[0]) & own]
+        unit_only = [g for g in cells if g.dim or g.currency]
+        found += named or (unit_only if len(cells) == len(unit_only) == 1 else [])
+    return found
+
+
+def _release(q: Quantity, text: str) -> list[tuple[int, int]]:
+    """Where the answer writes a decimal of the claim as a version of it: with a "v" or a further
+    ".N" ("v1.29", "1.29.4"); never as a figure of its own."""
+    if q.dim is not None or q.currency or not re.fullmatch(r"\d+\.\d+", q.text):
+        return []
+    pattern = rf"(?<![\w.])(?:v{re.escape(q.text)}(?:\.\d+)*|{re.escape(q.text)}(?:\.\d+)+)(?![\w]|\.\d)"
+    return [(m.start(), m.end()) for m in re.finditer(pattern, text)]
 
 
 def _locale_readings(q: Quantity, answer: Facts, found: list[Quantity]) -> list[Quantity] | str:
@@ -399,7 +499,9 @@ def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
         if hits and all(in_dump((h.start, h.start + len(h.text)), date_spans, answer.text) for h in hits):
             tally.dumps.append(d.text)
             continue
-        others = [g for g in answer.dates if not any(date_same(c, g) for c in claim.dates)]
+        others = [
+            g for g in answer.dates if not any(date_same(c, g) for c in claim.dates) and not _coarser(d, g)
+        ]
         swapped = [
             g for g in others if g.swappable and date_same(d, replace(g, day=g.month, month=g.day or 0))
         ]
@@ -512,9 +614,31 @@ def _names(tally: Tally, claim: Facts, answer: Facts) -> None:
                 tally.undecided.append(("name", f"{what} given only as '{answer.text[span[0] : span[1]]}'"))
                 tally.matched.append(what)
             continue
-        tally.add(what, span is not None, rival_names[0] if rival_names and span is None else None)
+        rival = _slot_rival(rival_names, tally, answer, claim) if span is None else None
+        if span and all(other_section(answer.text, s, claim) for s, _ in _every(answer.text, span)):
+            span, rival = None, "said in another item"  # "- search: Kim Park" for Kim Park owning billing
+        tally.add(what, span is not None, rival)
         if span:
             tally.hits += [(*s, "name") for s in _every(answer.text, span)]
+
+
+def _slot_rival(rival_names: list[str], tally: Tally, answer: Facts, claim: Facts) -> str | None:
+    """Another name where the claim's is missing, in a sentence that says the claim (a fact of it, or
+    half its words): a long answer names many things ("all Ready") that take no claim's place."""
+    text = answer.text
+    spans = sentences(text)
+    if len(spans) == 1:
+        return rival_names[0] if rival_names else None
+    content = set(claim.content)
+    for name in rival_names:
+        for m in re.finditer(rf"\b{re.escape(name)}\b", text, re.I):
+            span = sentence_at(spans, m.start())
+            said = stems_of(text[slice(*span)])
+            if any(span[0] <= h < span[1] for h, _, _ in tally.hits) or (
+                content and len(content & said) * 2 >= len(content)
+            ):
+                return name
+    return None
 
 
 def _check_moves(tally: Tally, answer: Facts, claim: Facts) -> None:
