@@ -496,6 +496,11 @@ def test_atlas_diagnose_deterministic_end_to_end_and_resume(tmp_path: Path) -> N
     assert "4 failing task(s) below coverage 0.4: 4 diagnosed now" in forced.stderr
     assert len((out / "diagnoses.jsonl").read_text().splitlines()) == 6  # one line per key, still
     assert json.loads((out / "diagnosis_summary.json").read_text())["models"][0]["failing"] == 2
+    as_json = atlas("diagnose", str(out), "--json", "--threshold", "0.4")  # stdout: the summary alone
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == json.loads(
+        (out / "diagnosis_summary.json").read_text()
+    )
+    assert "4 failing task(s) below coverage 0.4" in as_json.stderr
 
 
 @pytest.mark.heavy

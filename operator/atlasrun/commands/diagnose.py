@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -142,6 +143,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         **outcome.report.model_dump(),
     }
     ResultsDir(out).write_json(SUMMARY_FILE, summary)
+    if args.json:  # stdout holds the summary alone, as written to diagnosis_summary.json
+        print(json.dumps(summary, indent=1))
+        return 0
     print(format_report(outcome.report))
     print(f"\ndiagnoses: {out / 'diagnoses.jsonl'}\nsummary: {out / SUMMARY_FILE}")
     return 0
@@ -174,4 +178,7 @@ def register(subparsers: Any) -> None:
         "--retries", type=int, default=3, help="judge retries (provider errors and unusable output)"
     )
     parser.add_argument("--force", action="store_true", help="rediagnose tasks that already have a diagnosis")
+    parser.add_argument(
+        "--json", action="store_true", help="print the diagnosis summary as JSON on stdout (notes on stderr)"
+    )
     parser.set_defaults(func=cmd_diagnose)
