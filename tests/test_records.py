@@ -390,3 +390,16 @@ def test_a_batch_termination_message_is_one_task_summary_of_item_summaries() -> 
     assert few is not None and few.items is not None and few.items[0].tool_calls == 3
     cut = read_summary(compact_batch([item] * 60, 3), "pod")
     assert cut is not None and cut.items == [] and cut.truncated is True  # the stored results tell
+
+
+def test_folded_usage_survives_the_status_dump() -> None:
+    """The run status is written with ``exclude_unset``: errors by kind and tool errors folded into
+    a model's usage must be "set" fields, or the status loses them (found by the operator metrics
+    test: ``usage.errors`` missing after the wire split)."""
+    from atlasrun.cluster.wire.usage import ItemUsage, ModelUsage, fold
+
+    item = ItemUsage(tool_errors=(("filesystem/tool_error", 2),))
+    usage = fold(fold(ModelUsage(), item, None), ItemUsage(), "provider")
+    dumped = usage.model_dump(by_alias=True, mode="json", exclude_unset=True)
+    assert dumped["errors"] == {"provider": 1}
+    assert dumped["toolErrors"] == {"filesystem/tool_error": 2}

@@ -109,11 +109,15 @@ def fold(totals: ModelUsage, item: ItemUsage, error: str | None) -> ModelUsage:
     usage.tool_calls += item.tool_calls
     usage.provider_retries += item.provider_retries
     usage.rate_limited += item.rate_limited
+    # Assigned, not updated in place: the status is dumped with exclude_unset, and a field is
+    # "set" only when assigned.
+    tool_errors = dict(usage.tool_errors)
     for key, count in item.tool_errors:
-        usage.tool_errors[key] = usage.tool_errors.get(key, 0) + count
+        tool_errors[key] = tool_errors.get(key, 0) + count
+    usage.tool_errors = tool_errors
     if error is not None:
         kind = error_kind(error)
-        usage.errors[kind] = usage.errors.get(kind, 0) + 1
+        usage.errors = {**usage.errors, kind: usage.errors.get(kind, 0) + 1}
     return usage
 
 
