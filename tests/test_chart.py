@@ -36,7 +36,7 @@ import httpx
 import pytest
 import yaml
 
-from atlasrun.cluster.crd import render_yaml
+from atlasrun.cluster.operator.crd import render_yaml
 from atlasrun.servers.instance import free_port
 from tools import KUBERNETES_VERSIONS, ensure_kubernetes_validate
 from tools import ToolInstallError as KubernetesValidateInstallError

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from atlasrun.cluster.egress import RunEgress
-from atlasrun.cluster.placement import chart_defaults
-from atlasrun.cluster.policy import Policy
-from atlasrun.cluster.queueing import default_queue
+from atlasrun.cluster.operator.egress import RunEgress
+from atlasrun.cluster.operator.placement import chart_defaults
+from atlasrun.cluster.operator.policy import Policy
+from atlasrun.cluster.operator.queueing import default_queue
 from test_chart import CHART, DIGEST, chart_tools, one, render, run_helm, values_file
 
 README = CHART / "README.md"

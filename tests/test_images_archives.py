@@ -10,7 +10,7 @@ import pytest
 import yaml
 from images import archives, context
 
-from atlasrun.cluster.images import unpinned_images
+from atlasrun.cluster.operator.images import unpinned_images
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import load_catalog
 

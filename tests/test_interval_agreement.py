@@ -21,9 +21,17 @@ from typing import Any
 import pytest
 
 from atlasrun.cli import main
-from atlasrun.cluster.reconcile import JobObs, PlannedTask, Snapshot, TasksObs, decide, plan_chunks, record
-from atlasrun.cluster.records import read_summary
-from atlasrun.cluster.runtask import summary
+from atlasrun.cluster.operator.reconcile import (
+    JobObs,
+    PlannedTask,
+    Snapshot,
+    TasksObs,
+    decide,
+    plan_chunks,
+    record,
+)
+from atlasrun.cluster.pod.runtask import summary
+from atlasrun.cluster.wire.records import read_summary
 from atlasrun.reports.data import build_data
 from atlasrun.runner.local import format_table
 from atlasrun.runspec.run import RunSpecBody

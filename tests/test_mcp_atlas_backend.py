@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 import mcp_atlas_env
-from atlasrun.cluster.images import cluster_spec_problems
+from atlasrun.cluster.operator.images import cluster_spec_problems
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import ServersSpec, load_run_spec
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 import test_chart as chart
-from atlasrun.cluster.metrics import RUN_FAMILIES
+from atlasrun.cluster.operator.metrics import RUN_FAMILIES
 from test_chart import CHART, METRICS_JOB, NAMESPACE, ROOT, dashboards, of_kind, one, panels, render
 
 # the chart module's fixtures: helm and promtool, and the chart rendered with each ci/ variant

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from atlasrun.cluster.contract import ChunkPlan, PlanRef, TasksRef, WorkUnit
-from atlasrun.cluster.manifests import render_job
+from atlasrun.cluster.operator.manifests import render_job
 from atlasrun.cluster.pod.termination import batch_exit, compact_batch
-from atlasrun.cluster.store import S3Results, StoreError, read_plan, store_plan
+from atlasrun.cluster.wire.contract import ChunkPlan, PlanRef, TasksRef, WorkUnit
 from atlasrun.cluster.wire.records import TaskSummary
+from atlasrun.cluster.wire.store import S3Results, StoreError, read_plan, store_plan
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import ServerSpec
@@ -239,8 +239,8 @@ def test_batch_exit_and_its_termination_message_fit() -> None:
 def test_operator_maps_a_pods_batch_summary_to_its_items() -> None:
     """Completion index i of a Job with itemsPerPod 2 ran positions 2i and 2i+1: each gets the
     outcome its own summary gives; a cut-short batch message is no outcome (never a score)."""
-    from atlasrun.cluster.observe import Observer
-    from atlasrun.cluster.reconcile import JobObs
+    from atlasrun.cluster.operator.observe import Observer
+    from atlasrun.cluster.operator.reconcile import JobObs
 
     tasks = TasksRef(sha256=SHA, uri=f"s3://{BUCKET}/bench/tasks/{SHA}")
     unit = WorkUnit(

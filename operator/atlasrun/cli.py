@@ -233,7 +233,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _validate_cluster(spec: RunSpec) -> tuple[list[str], list[str], list[str]]:
     """(errors, warnings, skipped) for a cluster run file: what can be checked without the cluster."""
     from atlasrun.agent.replay import BUILTIN_AGENTS
-    from atlasrun.cluster.images import cluster_spec_problems, servers_used, unpinned_images
+    from atlasrun.cluster.operator.images import cluster_spec_problems, unpinned_images
+    from atlasrun.cluster.wire.sidecars import servers_used
     from atlasrun.errors import did_you_mean
     from atlasrun.runner.plan import build_catalog
 

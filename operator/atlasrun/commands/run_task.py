@@ -1,7 +1,7 @@
 """``atlas run-task``: run one (model, task, repeat) work item in a cluster pod.
 
 Every input comes from the pod's environment (``ATLAS_*``, ``AWS_*``); the flags
-override them for debugging. Exit codes and behaviour: ``atlasrun.cluster.runtask``.
+override them for debugging. Exit codes and behaviour: ``atlasrun.cluster.pod.runtask``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 
 def cmd_run_task(args: argparse.Namespace) -> int:
-    from atlasrun.cluster.runtask import main
+    from atlasrun.cluster.pod.runtask import main
 
     return main(
         {

@@ -1,8 +1,0 @@
-"""Moved to ``atlasrun.cluster.wire.records`` (issue 21): this alias keeps the old import path
-working for importers not updated yet; delete it once none is left (docs/architecture.md)."""
-
-import sys
-
-from atlasrun.cluster.wire import records as _moved
-
-sys.modules[__name__] = _moved
