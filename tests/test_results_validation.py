@@ -347,3 +347,31 @@ def test_summary_table_and_report_state_the_skipped_lines_and_a_run_records_its_
     store = ResultsDir(copy)
     assert len(store.load()) == 4
     assert store.skipped[-1].reason == "task 'made-up' is not one of the run's tasks (run.json)"
+
+
+def test_a_result_made_an_error_is_a_valid_record() -> None:
+    """``TaskResult.as_error`` (the one way a finished result becomes an error: the engine's and the
+    pod's unstorable results, rescore's unjudged and claim-less items) gives a record that reads
+    back: ``model_copy`` does not validate, and a storage error once had no error kind."""
+    from atlasrun.errors import ErrorKind
+    from atlasrun.scoring.result import TaskResult
+
+    scored = TaskResult(
+        task_id="t",
+        model="m",
+        status="scored",
+        coverage=1.0,
+        passed=True,
+        passed_at={"0.75": True},
+        tool_calls=3,
+    )
+    lost = scored.as_error(ErrorKind.STORAGE, "storage: disk full")
+    again = TaskResult.model_validate_json(lost.model_dump_json())
+    assert (again.status, again.error_kind, again.coverage, again.passed, again.passed_at) == (
+        "error",
+        ErrorKind.STORAGE,
+        None,
+        None,
+        {},
+    )
+    assert again.tool_calls == 3 and again.reason == "storage: disk full"  # what it spent is kept

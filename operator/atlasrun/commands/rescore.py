@@ -103,15 +103,7 @@ async def _rescore(engine: Engine, source: ResultsDir, todo: list[TaskResult]) -
             elif full is None or full.transcript is None:
                 result = unjudged(line, source)
             elif full.task is None:
-                result = full.model_copy(
-                    update={
-                        "status": "error",
-                        "error_kind": ErrorKind.INPUT,
-                        "coverage": None,
-                        "passed": None,
-                        "reason": "rescore: the per-task record has no task (claims)",
-                    }
-                )
+                result = full.as_error(ErrorKind.INPUT, "rescore: the per-task record has no task (claims)")
             else:
                 model = next(
                     (m for m in engine.body.models if m.name == full.model), ModelSpec(name=full.model)
@@ -134,19 +126,9 @@ RESCORE_ERRORS = (ErrorKind.JUDGE, ErrorKind.UNJUDGED, ErrorKind.INPUT)
 def unjudged(line: TaskResult, source: ResultsDir) -> TaskResult:
     """An item whose saved answer is gone: not judged by the new judge, never its old verdict."""
     where = source.task_path(line).relative_to(source.root)
-    return line.model_copy(
-        update={
-            "status": "error",
-            "error_kind": ErrorKind.UNJUDGED,
-            "zeroed_error_kind": None,
-            "coverage": None,
-            "passed": None,
-            "passed_at": {},
-            "claims": [],
-            "judge": None,
-            "secondary": [],
-            "reason": f"rescore: no transcript ({where} is missing or unreadable): not judged by the new judge",
-        }
+    reason = f"rescore: no transcript ({where} is missing or unreadable): not judged by the new judge"
+    return line.as_error(ErrorKind.UNJUDGED, reason).model_copy(
+        update={"claims": [], "judge": None, "secondary": []}
     )
 
 

@@ -190,9 +190,7 @@ class Engine:
                 if exc.errno != errno.ENAMETOOLONG:
                     raise
                 # This item's own file name is unusable: record the verdict as an error, run the rest.
-                result = result.model_copy(
-                    update={"status": "error", "reason": f"storage: {exc}", "coverage": None, "passed": None}
-                )
+                result = result.as_error(ErrorKind.STORAGE, f"storage: {exc}")
                 await asyncio.to_thread(self.store.append_verdict, result)
         self.on_result(result)
 

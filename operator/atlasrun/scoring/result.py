@@ -88,6 +88,21 @@ class TaskResult(VersionedRecord):
             raise ValueError("a scored result needs its coverage and passed")
         return self
 
+    def as_error(self, kind: ErrorKind, reason: str) -> TaskResult:
+        """This result as an error of ``kind``: what it spent and did is kept, no verdict claimed.
+        The one way a finished result becomes an error (``model_copy`` does not validate)."""
+        return self.model_copy(
+            update={
+                "status": "error",
+                "error_kind": kind,
+                "zeroed_error_kind": None,
+                "coverage": None,
+                "passed": None,
+                "passed_at": {},
+                "reason": reason,
+            }
+        )
+
     @classmethod
     def upgrade_v1(cls, data: dict[str, Any]) -> dict[str, Any]:
         """Version 1 -> 2: the error kind, read from the reason text (the one place it is parsed)."""

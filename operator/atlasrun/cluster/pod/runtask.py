@@ -518,15 +518,7 @@ class PodRun:
                     failure(task_id, model, repeat, ErrorKind.STORAGE, reason, EXIT_STORE), EXIT_STORE
                 )
             # The work is done but not stored: keep its costs, claim no verdict.
-            lost = result.model_copy(
-                update={
-                    "status": "error",
-                    "error_kind": ErrorKind.STORAGE,
-                    "coverage": None,
-                    "passed": None,
-                    "reason": f"storage: {result.status} result not stored: {exc}",
-                }
-            )
+            lost = result.as_error(ErrorKind.STORAGE, f"storage: {result.status} result not stored: {exc}")
             return ItemDone(TaskSummary.of_result(lost, None, EXIT_STORE), EXIT_STORE)
         code = exit_code(result)
         if code != EXIT_OK:
