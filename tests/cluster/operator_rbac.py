@@ -48,4 +48,6 @@ def install_operator_rbac(cp: ControlPlane, namespace: str, watch: list[str] | N
         if doc and doc.get("kind") == "ServiceAccount"
     )
     token = cp.service_account_token(namespace, account)
-    return cp.token_kubeconfig(token, name=account, namespace=namespace)
+    # One file per namespace: the ServiceAccount has the same name in every tenant namespace, and
+    # a shared file would hand one test's operator another namespace's identity.
+    return cp.token_kubeconfig(token, name=f"{account}-{namespace}", namespace=namespace)
