@@ -16,6 +16,9 @@ from atlasrun.commands import COMMANDS
 from atlasrun.errors import EXIT_BAD_INPUT, EXIT_FAIL_UNDER, EXIT_OK
 from conftest import SUM_TASK, write_run, write_tasks
 
+# Many CLI subprocesses and deliberate timeouts: `make test` runs them, `make check` does not.
+pytestmark = pytest.mark.heavy
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "demo.yaml"
 STARTER = REPO / "examples" / "starter" / "tasks.yaml"

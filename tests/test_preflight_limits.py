@@ -25,6 +25,9 @@ from atlasrun.errors import EXIT_BAD_INPUT, EXIT_OK
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider
 from conftest import SUM_TASK, write_run, write_tasks
 
+# Many CLI subprocesses and deliberate timeouts: `make test` runs them, `make check` does not.
+pytestmark = pytest.mark.heavy
+
 ANSWER = Reply(content="The sum of the numbers is 42.")
 
 

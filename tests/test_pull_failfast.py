@@ -26,6 +26,9 @@ from atlasrun.errors import EXIT_BAD_INPUT, EXIT_ITEM_ERRORS, EXIT_OK
 from atlasrun.scoring.result import TaskResult
 from test_run_task import AWS_SECRET, BUCKET, S3Server, s3  # noqa: F401  (s3: the fixture)
 
+# Many CLI subprocesses and deliberate timeouts: `make test` runs them, `make check` does not.
+pytestmark = pytest.mark.heavy
+
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": AWS_SECRET, "AWS_REGION": "us-east-1"}
 FAST_S = 15.0  # was 101-126 s; the CLI itself takes 1-3 s to start on a loaded 2-core machine
 
