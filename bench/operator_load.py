@@ -343,10 +343,10 @@ def main() -> None:
                 **os.environ,
                 **aws,
                 "KUBECONFIG": str(kubeconfig),
-                "ATLAS_METRICS_PORT": "0",
-                "ATLAS_S3_ENDPOINT": endpoint,
-                "ATLAS_LEADER_ELECTION": "1",
-                "ATLAS_LEADER_NAMESPACE": NAMESPACE,
+                "ATLASRUN_METRICS_PORT": "0",
+                "ATLASRUN_S3_ENDPOINT": endpoint,
+                "ATLASRUN_LEADER_ELECTION": "1",
+                "ATLASRUN_LEADER_NAMESPACE": NAMESPACE,
             }
             log = (work / "operator.log").open("wb")
             operator = subprocess.Popen(

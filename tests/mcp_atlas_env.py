@@ -47,7 +47,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -60,6 +59,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from atlasrun.servers.instance import free_port
 
 COMMIT = "5b6220c"
 COMMIT_DATE = "2026-07-22T19:28:34Z"  # the commit's date: what its unpinned dependencies resolve to
@@ -508,12 +509,6 @@ def _pids_in_namespace(namespace: str) -> list[int]:
     return pids
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _namespace_of_child(bwrap_pid: int, deadline: float) -> str:
     """The PID namespace bwrap made (its first child's), read as soon as that child exists."""
     mine = os.readlink("/proc/self/ns/pid")
@@ -591,7 +586,7 @@ def running(enabled_servers: Sequence[str], data_dir: Path, *, timeout_s: float 
         home.mkdir()
         _write_user_config(home, offline=True)
         log_path = Path(scratch) / "agent-environment.log"
-        port = _free_port()
+        port = free_port()
         command = [f"{APP}/.venv/bin/python", "-m", "uvicorn", "agent_environment.main:app",
                    "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
         argv = [*_sandbox_argv(home, data_dir.resolve(), building=False), "--chdir", APP, "--", *command]

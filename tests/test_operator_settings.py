@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +71,37 @@ def test_backoff_grows_with_jitter_up_to_the_cap_and_resets_on_success() -> None
     assert backoff.failed("ns/other") == (1, 1)  # per run
     backoff.succeeded("ns/r")
     assert backoff.failed("ns/r")[0] == 1
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: unused}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("ATLASRUN_METRICS_PORT", "<taken>", "cannot serve /metrics on port"),
+        ("ATLASRUN_WORKERS", "many", "ATLASRUN_WORKERS"),
+    ],
+)
+def test_the_operator_stops_at_once_on_a_setting_a_retry_cannot_mend(
+    tmp_path: Path, variable: str, value: str, said: str
+) -> None:
+    """Not kopf's retry every 60 s with no run reconciled: exit non-zero, the reason in one line."""
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        value = value.replace("<taken>", str(taken.getsockname()[1]))
+        env = {**os.environ, "KUBECONFIG": str(tmp_path / "kubeconfig"), variable: value}
+        operator = [sys.executable, "-m", "kopf", "run", "--standalone"]
+        operator += ["-m", "atlasrun.cluster.operator.main", "--namespace", "x"]
+        done = subprocess.run(operator, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    failed = [line for line in (done.stdout + done.stderr).splitlines() if "failed permanently" in line]
+    assert failed and said in failed[0], done.stderr[-2000:]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from atlasrun.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from atlasrun.servers.instance import free_port
 from conftest import SUM_TASK, write_run, write_tasks
 
 pytestmark = pytest.mark.servers
@@ -37,12 +38,6 @@ def atlas(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "atlasrun.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -38,7 +38,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -49,6 +48,8 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import httpx
+
+from atlasrun.servers.instance import free_port
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build-controlplane.sh"
@@ -151,17 +152,13 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``n`` distinct free TCP ports on 127.0.0.1, below the ephemeral range (``free_port``)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def _b64(path: Path) -> str:

@@ -97,9 +97,16 @@ def test_over_quota_run_is_quota_pending_until_kueue_admits_it(queued: dict[str,
         interval=0.5,
     )
     print(f"queued: Blocked/QuotaPending {time.monotonic() - started:.1f}s after creation")
+    # Kueue's first word on a Workload may come before its cache has the new ClusterQueue
+    # ("ClusterQueue evals doesn't exist"); the operator relays each word, so wait for the quota one.
+    message = wait_for(
+        lambda: _quota_message(get_run(api, NAMESPACE, "queued")),
+        60,
+        "the Blocked message to name the quota",
+        interval=0.5,
+    )
+    assert "LocalQueue team-a" in message, message
     run = get_run(api, NAMESPACE, "queued")
-    message = condition(run, "Blocked")["message"]
-    assert "insufficient quota" in message and "LocalQueue team-a" in message, message
     assert run["status"]["phase"] == "Blocked"
     assert "QuotaPending" in {e["reason"] for e in events_of(api, NAMESPACE, "queued")}
     jobs = jobs_of(api, "queued")
@@ -202,3 +209,8 @@ def test_a_run_without_queue_name_goes_to_the_charts_default_queue(queued: dict[
     run = get_run(api, NAMESPACE, "unnamed-queue")
     assert "queueName" not in run["spec"]["cluster"]  # the default is the operator's, not written back
     api.delete(f"{GROUP_PATH}/namespaces/{NAMESPACE}/atlasruns/unnamed-queue")
+
+
+def _quota_message(run: dict[str, Any]) -> str | None:
+    message: str = condition(run, "Blocked")["message"]
+    return message if "insufficient quota" in message else None

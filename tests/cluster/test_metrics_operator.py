@@ -378,15 +378,15 @@ def test_only_the_leader_exports_run_series(stack: dict[str, Any]) -> None:
         replica = Operator(
             stack["operator"].env["KUBECONFIG"],
             NAMESPACE,
-            stack["operator"].env["ATLAS_S3_ENDPOINT"],
+            stack["operator"].env["ATLASRUN_S3_ENDPOINT"],
             free_port(),
         )
         replica.env.update(
             {
-                "ATLAS_LEADER_ELECTION": "1",
-                "ATLAS_LEADER_NAMESPACE": NAMESPACE,
-                "ATLAS_LEASE_SECONDS": "6",
-                "ATLAS_LEASE_RENEW_SECONDS": "2",
+                "ATLASRUN_LEADER_ELECTION": "1",
+                "ATLASRUN_LEADER_NAMESPACE": NAMESPACE,
+                "ATLASRUN_LEASE_SECONDS": "6",
+                "ATLASRUN_LEASE_RENEW_SECONDS": "2",
             }
         )
         replica.log = replica.log.with_name(f"atlas-operator-{NAMESPACE}-replica{i}.log")
@@ -400,7 +400,7 @@ def test_only_the_leader_exports_run_series(stack: dict[str, Any]) -> None:
             if replica.proc is None or replica.proc.poll() is not None:
                 continue
             try:
-                text = scrape(int(replica.env["ATLAS_METRICS_PORT"]))
+                text = scrape(int(replica.env["ATLASRUN_METRICS_PORT"]))
             except httpx.HTTPError:
                 continue
             leader = re.search(r"^atlasrun_operator_leader (\S+)$", text, re.M)

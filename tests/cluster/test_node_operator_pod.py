@@ -78,7 +78,7 @@ def test_operator_runs_as_a_pod_from_its_chart(node_run_env: NodeRunEnv, tmp_pat
         manifest = env.manifest("from-pod")
         manifest["spec"]["models"] = manifest["spec"]["models"][:1]
         manifest["spec"]["tasks"]["ids"] = ["release-meeting-actions", "customer-renewals"]
-        del manifest["spec"]["cluster"]["runnerImage"]  # the chart's runnerImage (ATLAS_RUNNER_IMAGE)
+        del manifest["spec"]["cluster"]["runnerImage"]  # the chart's runnerImage (ATLASRUN_RUNNER_IMAGE)
         env.create_run(manifest)
         run = env.wait_phase("from-pod", {"Succeeded", "Failed"}, timeout=600)
         assert run["status"]["phase"] == "Succeeded", run["status"]

@@ -127,9 +127,9 @@ class Operator:
         self.env = {
             **os.environ,
             "KUBECONFIG": str(kubeconfig),
-            "ATLAS_S3_ENDPOINT": s3_endpoint,
-            "ATLAS_METRICS_PORT": str(metrics_port),
-            "ATLAS_MIN_PASS_INTERVAL": "0.5",
+            "ATLASRUN_S3_ENDPOINT": s3_endpoint,
+            "ATLASRUN_METRICS_PORT": str(metrics_port),
+            "ATLASRUN_MIN_PASS_INTERVAL": "0.5",
             # The operator's own object-storage identity (the chart: s3.credentialsSecret).
             "AWS_ACCESS_KEY_ID": "test",
             "AWS_SECRET_ACCESS_KEY": "test",
@@ -240,7 +240,7 @@ def test_run_completes_with_the_same_numbers_as_atlas_run(
         assert unit["items"] == [] and unit["plan"]["uri"].startswith("s3://results/e2e/plans/")
         assert job["spec"]["completions"] == unit["plan"]["size"] == 3
         run = wait_phase(api, namespace, "sweep", {"Succeeded"}, timeout=600)
-        metrics_text = httpx.get(f"http://127.0.0.1:{operator.env['ATLAS_METRICS_PORT']}/metrics").text
+        metrics_text = httpx.get(f"http://127.0.0.1:{operator.env['ATLASRUN_METRICS_PORT']}/metrics").text
     finally:
         operator.stop()
     assert not env["node"].errors, env["node"].errors

@@ -160,10 +160,10 @@ def test_leader_failover_neither_loses_nor_repeats_work_then_pull_and_report(
         replica = Operator(env["kubeconfig"], namespace, env["s3"], metrics_port=free_port())
         replica.env.update(
             {
-                "ATLAS_LEADER_ELECTION": "1",
-                "ATLAS_LEADER_NAMESPACE": namespace,
-                "ATLAS_LEASE_SECONDS": "8",
-                "ATLAS_LEASE_RENEW_SECONDS": "2",
+                "ATLASRUN_LEADER_ELECTION": "1",
+                "ATLASRUN_LEADER_NAMESPACE": namespace,
+                "ATLASRUN_LEASE_SECONDS": "8",
+                "ATLASRUN_LEASE_RENEW_SECONDS": "2",
             }
         )
         replica.log = replica.log.with_name(f"atlas-operator-{namespace}-replica{len(replicas)}.log")

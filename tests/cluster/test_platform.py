@@ -231,7 +231,7 @@ def test_network_policy_allows_derived_destinations_dns_and_the_object_store(
     destinations = json.loads(policy["metadata"]["annotations"]["atlasrun.dev/egress"])
     # The models' apiBase host:port (127.0.0.1:9) is derived without any egress declaration, and
     # so is the operator's S3 endpoint (moto, also on 127.0.0.1).
-    s3_port = int(str(platform["operator"].env["ATLAS_S3_ENDPOINT"]).rsplit(":", 1)[1])
+    s3_port = int(str(platform["operator"].env["ATLASRUN_S3_ENDPOINT"]).rsplit(":", 1)[1])
     assert destinations["127.0.0.1/32"] == sorted([9, s3_port])
     allowed = {
         (peer["ipBlock"]["cidr"], port["port"])

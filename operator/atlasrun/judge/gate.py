@@ -443,17 +443,17 @@ def unreadable(claim: Facts, answer: Facts, tally: Tally) -> str | None:
     if not missing:
         return None
     spans = sentences(answer.text)
+    derivable: list[str] = []
     for i, span in enumerate(spans):
         said = in_context(answer.text, spans, i)
         if _share(claim, said) < _CLAIM_SHARE:
             continue
-        figures = [
-            g.text
-            for g in answer.quantities
-            if span[0] <= g.start < span[1]
-            and all(g.dim != q.dim and not (g.currency and q.currency) for q in missing)
-        ]  # another dimension may be derivable; the same one, or another currency, is a contradiction
-        figures += [t.text for t in answer.times if span[0] <= t.start < span[1]]
-        if figures:
-            return f"{missing[0].text} not found as such; the answer gives {', '.join(figures[:3])} there"
+        here = [g for g in answer.quantities if span[0] <= g.start < span[1]]
+        if any(g.dim == q.dim or (g.currency and q.currency) for g in here for q in missing):
+            return (
+                None  # the same dimension (or another currency) said with the claim's words: a contradiction
+            )
+        derivable += [g.text for g in here] + [t.text for t in answer.times if span[0] <= t.start < span[1]]
+    if derivable:  # only other dimensions or times: the figure may be given in a form not derived
+        return f"{missing[0].text} not found as such; the answer gives {', '.join(derivable[:3])} there"
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -109,10 +110,28 @@ def with_secrets(spec: ServerSpec, texts: list[str]) -> list[str]:
 
 
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (for servers this process starts)."""
-    with socket.socket() as sock:
+    """A free TCP port on 127.0.0.1 (for servers this process starts), below the kernel's
+    ephemeral range: a port the kernel hands out as free is also the next source port of any
+    outgoing connection, which can take it before the server binds it."""
+    low = _ephemeral_low()
+    for _ in range(50):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # a crowded low range: the kernel's pick, race and all
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 class ServerInstance:

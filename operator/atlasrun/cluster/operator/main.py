@@ -44,6 +44,7 @@ from atlasrun.cluster.operator.reconcile import decide
 from atlasrun.cluster.operator.retry import Backoff
 from atlasrun.cluster.operator.settings import OperatorSettings
 from atlasrun.cluster.wire.contract import GROUP, KIND, PLURAL, VERSION
+from atlasrun.errors import InputError
 
 log = logging.getLogger("atlasrun.operator")
 
@@ -272,9 +273,19 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         config.load_kube_config()
     settings.posting.enabled = False  # Events come from act.py only
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # not a line per watch event
-    operator_settings = OperatorSettings.from_env(os.environ)  # read once, here
-    if operator_settings.metrics_port:
-        metrics.serve(operator_settings.metrics_port)
+    # A bad setting or a taken metrics port will not mend on a retry: stop (kopf exits non-zero)
+    # with the reason, rather than retry every 60 s while no run is reconciled.
+    try:
+        operator_settings = OperatorSettings.from_env(os.environ)  # read once, here
+        if operator_settings.metrics_port:
+            metrics.serve(operator_settings.metrics_port)
+    except InputError as exc:
+        raise kopf.PermanentError(str(exc)) from exc
+    except OSError as exc:
+        port = operator_settings.metrics_port
+        raise kopf.PermanentError(
+            f"cannot serve /metrics on port {port} (ATLASRUN_METRICS_PORT): {exc}"
+        ) from exc
     if operator_settings.leader.enabled:
         LEADER = LeaderElector(
             _leader_namespace(operator_settings),

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the operator (``/metrics`` on ``ATLAS_METRICS_PORT``); README "Metrics" lists them.
+"""Prometheus metrics of the operator (``/metrics`` on ``ATLASRUN_METRICS_PORT``); README "Metrics" lists them.
 
 Three sources, each the one place its numbers come from:
 
