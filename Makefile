@@ -103,8 +103,11 @@ node-images: venv node
 	PYTHONPATH=tests $(BIN)/python -m cluster.node_images
 
 # Jobs/s on the real node: bare pods (floor), trivial Jobs, Jobs with a native sidecar (bench/node_jobs.py).
-bench-node: venv node
+# Jobs per second on the real node, then the cost of one work item in pods (each itemsPerPod)
+# against the local engine on the same machine (bench/out/node_jobs.json, bench/out/node.json).
+bench-node: venv node servers chart-tools
 	$(BIN)/python bench/node_jobs.py
+	$(BIN)/python bench/node_items.py
 
 # `make test` builds the node when it can (root); otherwise the node tests skip with the reason.
 node-if-possible: controlplane

@@ -2,9 +2,10 @@
 
 For every pod of the watched namespace it binds the pod to its Node, then runs it *as
 processes on this machine*: each native sidecar (an initContainer with ``restartPolicy:
-Always`` and ``ATLAS_SERVER_NAME``/``ATLAS_SERVER_PORT``) becomes the catalog's local server
-behind ``mcp-proxy`` on a free loopback port (pods share this loopback, so ports are
-remapped and passed to the runner in ``ATLAS_SERVER_PORTS``); the runner container becomes
+Always`` and ``ATLAS_SERVER_NAME``/``ATLAS_SERVER_PORT``) becomes the server image's entrypoint
+(images/mcp-server/sidecar.py) running the catalog's local server on free loopback ports (pods
+share this loopback, so ports are remapped and passed to the runner in ``ATLAS_SERVER_PORTS``
+and ``ATLAS_CONTROL_PORTS``); the runner container becomes
 ``atlas run-task`` with the container's env (Secret references resolved through the API,
 the spec ConfigMap written to a directory standing in for its volume). Finally it reports
 the pod's status through the API the way a kubelet does: phase, and the runner's
@@ -35,6 +36,7 @@ from atlasrun.servers.install import install_dir
 from atlasrun.servers.instance import free_port
 
 NODE = "standin-node"
+SIDECAR = Path(__file__).resolve().parents[2] / "images" / "mcp-server" / "sidecar.py"
 RUNNER = "runner"
 
 
@@ -200,29 +202,40 @@ class NodeStandIn:
 
     def _start_sidecar(
         self, container: dict[str, Any], data: Path, scratch: Path
-    ) -> tuple[str, int, subprocess.Popen[bytes]]:
+    ) -> tuple[str, int, int, subprocess.Popen[bytes]]:
+        """The server image's own entrypoint (images/mcp-server/sidecar.py, control endpoint
+        included) with the catalog's local server as its spec, on free loopback ports."""
         env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or []}
         server = self.catalog.get(env["ATLAS_SERVER_NAME"])
-        values = {"data_dir": str(data), "scratch_dir": str(scratch), "port": "0"}
+        tmp = scratch / f"{server.name}-tmp"  # the container's own /tmp (its control /stop empties it)
+        tmp.mkdir()
+        values = {"data_dir": str(data), "scratch_dir": str(tmp), "port": "0"}
         if server.package is not None:
             values["install_dir"] = str(install_dir(server))
         local = server.render(values)
-        port = free_port()
-        command = [str(self._proxy), "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING"]
-        for key, value in local.env.items():
-            command += ["--env", key, value]
-        if local.cwd:
-            command += ["--cwd", local.cwd]
-        command += ["--", str(local.command), *local.args]
+        spec = scratch / f"{server.name}.json"
+        spec.write_text(json.dumps({"command": str(local.command), "args": local.args, "cwd": local.cwd}))
+        port, control = free_port(), free_port()
         log = open(scratch / f"{server.name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            command,
+            [sys.executable, str(SIDECAR)],
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,
-            env={"PATH": os.environ["PATH"], "HOME": str(scratch)},
+            env={
+                "PATH": os.environ["PATH"],
+                "HOME": str(tmp),
+                "TMPDIR": str(tmp),
+                **local.env,
+                "ATLAS_SIDECAR_SPEC": str(spec),
+                "ATLAS_MCP_PROXY": str(self._proxy),
+                "ATLAS_SERVER_HOST": "127.0.0.1",
+                "ATLAS_SERVER_PORT": str(port),
+                "ATLAS_CONTROL_PORT": str(control),
+                "ATLAS_DATA_DIR": str(data),
+            },
         )
-        return server.name, port, proc
+        return server.name, port, control, proc
 
     def _finish(self, name: str, started: str, code: int, message: str, sidecars: list[str]) -> None:
         terminated = {
@@ -269,9 +282,10 @@ class NodeStandIn:
         started = _now()
         try:
             ports: dict[str, int] = {}
+            controls: dict[str, int] = {}
             for container in pod["spec"].get("initContainers") or []:
                 if container.get("restartPolicy") == "Always":
-                    server, port, proc = self._start_sidecar(container, data, root)
+                    server, port, controls[server], proc = self._start_sidecar(container, data, root)
                     ports[server] = port
                     procs.append(proc)
                     sidecars.append(container["name"])
@@ -283,7 +297,9 @@ class NodeStandIn:
                 **self._env(runner, mounts, pod),
                 **self.extra_env,
                 "ATLAS_SERVER_PORTS": json.dumps(ports),
+                "ATLAS_CONTROL_PORTS": json.dumps(controls),
                 "ATLAS_DATA_ROOT": str(data),
+                "ATLAS_DATA_SOURCE": str(self.data_dir),  # what the pod's data was seeded from
                 "ATLAS_TERMINATION_PATH": str(termination),
                 "HOME": str(root),
             }

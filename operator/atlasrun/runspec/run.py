@@ -313,7 +313,7 @@ class ClusterSpec(_Spec):
     items_per_job: int = Field(default=100, ge=1, le=10_000)
     """Work items per Indexed Job (one Job per model and chunk; the completion index picks the item)."""
     items_per_pod: int = Field(default=1, ge=1, le=50)
-    """Work items one pod runs in sequence (a completion index picks that many). Its servers and data volume are shared by them, so use more than 1 only for servers without per-task state; it divides the pods the Job controller creates (about 10 per second at its default API rate)."""
+    """Work items one pod runs in sequence (a completion index picks that many), each on fresh state: between two items the runner restarts every sidecar server that keeps state in its process or runs code, and resets the data volume to `dataVolume` (only what the item changed is copied back). It divides the pods the Job controller creates (about 10 per second at its default API rate) and the per-item cost of starting a pod and its servers."""
     placement: Placement = Field(default_factory=Placement)
     """Scheduling overrides for every pod of the run."""
 

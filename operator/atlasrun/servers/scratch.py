@@ -135,6 +135,12 @@ class DataCopy:
         self._take_record()
         self.copied += len(self._record)
 
+    def adopt(self) -> None:
+        """Take ``target`` as it is now as the fresh state, without copying: a copy someone else
+        made (a pod's seed container), possibly with files its servers wrote at start-up (those
+        are removed when changed, not restored: the source has none)."""
+        self._take_record()
+
     def _left_out(self, directory: str, names: list[str]) -> set[str]:
         if not self.shared:
             return set()
@@ -171,6 +177,8 @@ class DataCopy:
         for rel in record:  # parents first: a restored directory brings back what is under it
             if (rel in gone or rel not in now) and not _under(rel, restored):
                 source, target = self.source / rel, self.target / rel
+                if not source.is_symlink() and not source.exists():
+                    continue  # made after the copy (adopt), not from the source
                 if source.is_symlink():
                     os.symlink(os.readlink(source), target)
                     shutil.copystat(source, target, follow_symlinks=False)  # as copytree does

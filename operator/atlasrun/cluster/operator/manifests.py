@@ -52,7 +52,10 @@ from atlasrun.cluster.wire.contract import (
     ANNOTATION_EGRESS_NOTE,
     ANNOTATION_MODEL,
     APP,
+    CONTROL_PORT_OFFSET,
+    ENV_CONTROL_PORT,
     ENV_DATA_DIR,
+    ENV_DATA_SOURCE,
     ENV_RUN_SPEC,
     ENV_SERVER_NAME,
     ENV_SERVER_PORT,
@@ -65,6 +68,7 @@ from atlasrun.cluster.wire.contract import (
     LABEL_RUN,
     RUNNER,
     WorkUnit,
+    control_port,
 )
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, Placement, RunSpecBody
@@ -221,6 +225,16 @@ def _check_servers(servers: list[ServerSpec]) -> None:
                 where=where,
             )
         ports[server.port] = server.name
+    for server in servers:  # each sidecar's control endpoint takes its port + CONTROL_PORT_OFFSET
+        assert server.port
+        control = control_port(server.port)
+        if control >= 65536 or control in ports:
+            taken = f"the port of server {ports[control]!r}" if control in ports else "out of range"
+            raise InputError(
+                f"its control port {control} (port + {CONTROL_PORT_OFFSET}) is {taken}; "
+                f"choose a port at most {65535 - CONTROL_PORT_OFFSET} whose control port no server uses",
+                where=f"server {server.name!r}",
+            )
 
 
 def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) -> dict[str, Any]:
@@ -231,6 +245,7 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
         _env(ENV_SERVER_NAME, server.name),
         _env(ENV_SERVER_PORT, str(port)),
         _env(ENV_DATA_DIR, body.data_mount),
+        _env(ENV_CONTROL_PORT, str(control_port(port))),
     ]
     env += [_env(k, v) for k, v in sorted(rendered.env.items())]
     env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
@@ -344,6 +359,10 @@ def render_job(
         )
     if body.cluster.data_volume:
         volumes.append({"name": DATA_SOURCE, **body.cluster.data_volume})
+        # The pristine data, read-only: the runner makes the data volume equal to it again
+        # between a pod's items (cluster/pod/fresh.py).
+        mounts.append({"name": DATA_SOURCE, "mountPath": DATA_SOURCE_PATH, "readOnly": True})
+        env.append(_env(ENV_DATA_SOURCE, DATA_SOURCE_PATH))
     runner = {
         **_container(RUNNER, runner_image, RUNNER_RESOURCES, env, mounts),
         "command": ["atlas", "run-task"],

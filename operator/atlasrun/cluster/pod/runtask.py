@@ -22,7 +22,10 @@ finished work); a stored judge failure is rejudged from its transcript, as local
 ``ATLAS_WORK_DIR`` (``--work-dir``) keeps the local results directory for debugging.
 
 With ``spec.cluster.itemsPerPod`` > 1 a completion index names several items: they run one after
-the other, each exactly as a single item runs (stored, skipped when already stored), and the
+the other, each exactly as a single item runs (stored, skipped when already stored), each on fresh
+server state (``fresh.py``: the sidecars' servers that keep state in their process are started
+again, the data volume is reset; if that fails, the item and the rest fail as infrastructure
+errors, exit 3, and the retried pod runs them), and the
 termination message lists their summaries (``{"status": "batch", "exit_code", "items"}``); the
 pod exits 2 only if every item's input was bad, 4 if storage failed for one, 3 if another
 failed (the retried pod skips the stored ones), else 0.
@@ -68,8 +71,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atlasrun.cluster.pod.fresh import FreshStateError, PodState
 from atlasrun.cluster.pod.termination import batch_exit, compact, compact_batch, write_termination
 from atlasrun.cluster.wire.contract import (
+    ENV_DATA_SOURCE,
     ENV_INDEX,
     ENV_RUN_SPEC,
     ENV_WORK_UNIT,
@@ -310,17 +315,18 @@ def sidecar_url(port: int) -> str:
     return f"http://{SIDECAR_HOST}:{port}/mcp"
 
 
-def port_overrides() -> dict[str, int]:
+def port_overrides(variable: str = "ATLAS_SERVER_PORTS") -> dict[str, int]:
     """``ATLAS_SERVER_PORTS`` (JSON ``{"server": port}``): where a node runs sidecars on other ports
-    than the catalog's (e.g. the tests' node stand-in, where pods share one loopback)."""
-    raw = os.environ.get("ATLAS_SERVER_PORTS")
+    than the catalog's (e.g. the tests' node stand-in, where pods share one loopback);
+    ``ATLAS_CONTROL_PORTS`` the same for their control endpoints."""
+    raw = os.environ.get(variable)
     if not raw:
         return {}
     try:
         data = json.loads(raw)
         return {str(k): int(v) for k, v in data.items()}
     except (ValueError, TypeError, AttributeError) as exc:
-        raise InputError(f"not a JSON object of server ports: {exc}", where="ATLAS_SERVER_PORTS") from exc
+        raise InputError(f"not a JSON object of server ports: {exc}", where=variable) from exc
 
 
 def sidecar_catalog(catalog: Catalog, needed: list[str]) -> Catalog:
@@ -483,9 +489,26 @@ class PodRun:
         self.mask = lambda text: aws(run_redact(text))
         self._todo = {(i.task.id, i.repeat): i for i in self.engine.items({})}
         self._excluded = {(r.task_id, r.repeat): r for r in self.engine.excluded_results()}
+        # Several items: the servers' state is made fresh between them (cluster/pod/fresh.py).
+        self.fresh: PodState | None = None
+        if len(self.items) > 1:
+            source = os.environ.get(ENV_DATA_SOURCE)
+            self.fresh = PodState(
+                [self.plan.catalog.get(n) for n in needed],
+                Path(data_root),
+                Path(source) if source else None,
+                port_overrides("ATLAS_CONTROL_PORTS"),
+                self.spec.spec.limits.server_start_timeout_s,
+            )
+        self._state = "unused"  # of the servers and data: unused, fresh, used, broken
+        self._broken = ""  # why the state is broken
 
     async def run(self) -> list[ItemDone]:
-        return [await self.run_item(task_id, repeat) for task_id, repeat in self.items]
+        try:
+            return [await self.run_item(task_id, repeat) for task_id, repeat in self.items]
+        finally:
+            if self.fresh is not None:
+                self.fresh.close()
 
     async def run_item(self, task_id: str, repeat: int) -> ItemDone:
         model = self.inputs.model
@@ -502,6 +525,8 @@ class PodRun:
                     self.engine.store.append(previous)
                     chosen.previous = previous
                 result = await self._execute(chosen)
+                if result is None:  # the servers' state could not be made fresh: not run
+                    return ItemDone(self._unfresh(task_id, repeat), EXIT_RETRY)
             else:
                 result = chosen
             stored = await asyncio.to_thread(self.store.put_result, result)
@@ -549,18 +574,51 @@ class PodRun:
             f"task {task_id!r} is not in the run's tasks ({shown or 'none'})", where=ENV["task_id"]
         )
 
-    async def _execute(self, item: Item) -> TaskResult:
+    async def _execute(self, item: Item) -> TaskResult | None:
+        """The item's result; None when the pod's servers could not be given fresh state for it."""
         catalog = self.plan.catalog
         ports = {n: int(catalog.get(n).port or 0) for n in needed_servers(self.plan, item.task.id)}
         timeout_s = self.spec.spec.limits.server_start_timeout_s
+        if not await self._make_fresh():
+            return None
         for name in await wait_for_ports(ports, timeout_s):
             self.warn(
                 f"warning: sidecar {name!r} is not listening on {sidecar_url(ports[name])} after {timeout_s:.0f}s"
             )
         results: list[TaskResult] = []
         self.engine.on_result = results.append
+        self._state = "used"
         await self.engine.run([item])
         return results[0]
+
+    async def _make_fresh(self) -> bool:
+        """Before an item runs: the first one adopts the state the pod started with (once every
+        sidecar listens); a later one after a used state gets it reset. False: the state is broken."""
+        if self.fresh is None or self._state == "fresh":
+            return True
+        if self._state == "unused":
+            ports = {n: int(self.plan.catalog.get(n).port or 0) for n in self._pod_servers()}
+            await wait_for_ports(ports, self.spec.spec.limits.server_start_timeout_s)
+            await asyncio.to_thread(self.fresh.adopt)
+        elif self._state == "used":
+            try:
+                between = await self.fresh.reset()
+            except FreshStateError as exc:
+                self._state, self._broken = "broken", str(exc)
+                self.warn(self.mask(f"error: fresh state: {exc}; the pod takes no further item"))
+                return False
+            print(between.line(), file=sys.stderr, flush=True)
+        else:  # broken
+            return False
+        self._state = "fresh"
+        return True
+
+    def _pod_servers(self) -> list[str]:
+        return sorted({s for task_id, _ in self.items for s in needed_servers(self.plan, task_id)})
+
+    def _unfresh(self, task_id: str, repeat: int) -> TaskSummary:
+        reason = f"infrastructure: fresh server state for this item failed: {self._broken}"
+        return failure(task_id, self.inputs.model, repeat, ErrorKind.SERVER_START, reason, EXIT_RETRY)
 
 
 def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:

@@ -71,6 +71,18 @@ ENV_INDEX = "JOB_COMPLETION_INDEX"  # set by Kubernetes in an Indexed Job
 ENV_SERVER_NAME = "ATLAS_SERVER_NAME"  # a server sidecar (images/mcp-server/sidecar.py): its name
 ENV_SERVER_PORT = "ATLAS_SERVER_PORT"  # ... the port its streamable HTTP bridge listens on
 ENV_DATA_DIR = "ATLAS_DATA_DIR"  # ... the data mount ({data_dir})
+# ... its control endpoint (127.0.0.1 only): POST /stop, /start, /respawn between a pod's items
+ENV_CONTROL_PORT = "ATLAS_CONTROL_PORT"
+CONTROL_PORT_OFFSET = 1000  # the control port is the server's port + this
+# the runner: where the pristine data (spec.cluster.dataVolume) is mounted read-only; unset: none
+ENV_DATA_SOURCE = "ATLAS_DATA_SOURCE"
+
+
+def control_port(server_port: int) -> int:
+    """The port of a sidecar's control endpoint (``ENV_CONTROL_PORT``), from its server's port."""
+    return server_port + CONTROL_PORT_OFFSET
+
+
 TERMINATION_LIMIT = 4000  # bytes; Kubernetes keeps at most 4096 per container
 
 # -- exit codes of `atlas run-task`

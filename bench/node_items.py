@@ -1,0 +1,169 @@
+"""``make bench-node`` (part 2): what one work item costs in pods on the real node, against the
+local engine on the same machine, for several ``spec.cluster.itemsPerPod``.
+
+The same run everywhere: the node tests' six starter tasks x two scripted models (the scripted
+provider follows each task's reference trajectory), ``--repeats`` times, on the four starter
+servers with the workspace as ``dataVolume``, every item on fresh state. Per item:
+
+- ``items/s``: items divided by the wall time from creating the AtlasRun until it is Succeeded
+  (locally: ``atlas run`` of the same run file, from start to exit);
+- ``cpu s/item``: node CPU-seconds of the pods (cgroup v1 ``cpuacct.usage`` of the kubelet's
+  ``kubepods`` cgroup, which charges every container of every pod; locally the ``atlas run``
+  process tree's user + system time);
+- ``pod s/item``: the pods' summed lifetime (start to the runner's finish);
+- ``api req/item``: requests the API server served during the run (``apiserver_request_total``).
+
+Needs root and ``make node`` (the images are built by the node tests' helper, cached by content).
+Writes ``bench/out/node.json``: ``{"local": {...}, "cluster": [{...}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests"), str(REPO)]
+
+from cluster.controlplane import ControlPlane, find_binaries  # noqa: E402
+from cluster.node import Node, node_paths  # noqa: E402
+from cluster.node_run import SERVER_PORTS, NodeRunEnv, node_run_env_for  # noqa: E402
+from cluster.tenant import tasks_yaml  # noqa: E402
+
+KUBEPODS_CPU = Path("/sys/fs/cgroup/cpuacct/kubepods/cpuacct.usage")
+
+
+def api_requests(env: NodeRunEnv) -> float:
+    text = env.cp.client().get("/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("apiserver_request_total{")
+    )
+
+
+def pods_seconds(pods: list[dict[str, Any]]) -> float:
+    total = 0.0
+    for pod in pods:
+        runner = next((c for c in pod["status"].get("containerStatuses", []) if c["name"] == "runner"), None)
+        done = (runner or {}).get("state", {}).get("terminated")
+        start = pod["status"].get("startTime")
+        if done and start:
+            total += _ts(done["finishedAt"]) - _ts(start)
+    return total
+
+
+def _ts(text: str) -> float:
+    return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def cluster_row(env: NodeRunEnv, per_pod: int, repeats: int) -> dict[str, Any]:
+    name = f"cost-{per_pod}"
+    manifest = env.manifest(name, itemsPerPod=per_pod, itemsPerJob=max(per_pod, 100))
+    manifest["spec"]["repeats"] = repeats
+    items = len(env.tasks) * 2 * repeats
+    cpu0, api0 = int(KUBEPODS_CPU.read_text()), api_requests(env)
+    started = time.monotonic()
+    with env.operator():
+        env.create_run(manifest)
+        run = env.wait_phase(name, {"Succeeded", "Failed"}, timeout=3600)
+        wall = time.monotonic() - started
+        time.sleep(3)  # the last pods' sidecars stop after their runner
+        cpu = (int(KUBEPODS_CPU.read_text()) - cpu0) / 1e9
+        api = api_requests(env) - api0
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    pods = [p for p in env.recorder.of_run(name) if p["status"].get("phase") == "Succeeded"]
+    return {
+        "items_per_pod": per_pod,
+        "items": items,
+        "pods": len(pods),
+        "wall_s": round(wall, 1),
+        "items_per_s": round(items / wall, 3),
+        "cpu_s_per_item": round(cpu / items, 3),
+        "pod_s_per_item": round(pods_seconds(pods) / items, 2),
+        "api_requests_per_item": round(api / items, 1),
+    }
+
+
+def local_row(env: NodeRunEnv, repeats: int, root: Path) -> dict[str, Any]:
+    """The same items with ``atlas run`` on this machine (same tasks, provider, servers, data)."""
+    manifest = env.manifest("local")
+    spec = {k: v for k, v in manifest["spec"].items() if k not in ("cluster", "output")}
+    (root / "tasks.yaml").write_text(tasks_yaml(env.tasks))
+    spec.update(
+        tasks={"path": str(root / "tasks.yaml")}, servers={"enabled": list(SERVER_PORTS)}, repeats=repeats
+    )
+    run_file = root / "run.yaml"
+    run_file.write_text(
+        json.dumps(
+            {
+                "apiVersion": "atlasrun.dev/v1alpha1",
+                "kind": "AtlasRun",
+                "metadata": {"name": "local"},
+                "spec": spec,
+            }
+        )
+    )
+    items = len(env.tasks) * 2 * repeats
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "atlasrun.cli", "run", str(run_file), "--data-dir", str(env.workspace),
+         "--out", str(root / "out"), "--no-preflight"],
+        env={**os.environ, "OPENAI_API_KEY": "sk-local"},
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "items": items,
+        "wall_s": round(wall, 1),
+        "items_per_s": round(items / wall, 3),
+        "cpu_s_per_item": round(cpu / items, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-pod", default="1,5,20,50", help="itemsPerPod values (comma-separated)")
+    parser.add_argument("--repeats", type=int, default=5, help="repeats of the 2 models x 6 tasks")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "node.json")
+    args = parser.parse_args()
+    per_pod = [int(v) for v in args.per_pod.split(",")]
+    with (
+        ControlPlane(find_binaries()) as cp,
+        Node(cp, node_paths()) as node,
+        node_run_env_for(cp, node) as env,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        local = local_row(env, args.repeats, Path(tmp))
+        rows = [cluster_row(env, k, args.repeats) for k in per_pod]
+    print(f"\nper item, {local['items']} items (2 models x 6 tasks x {args.repeats}), fresh state per item")
+    print(f"{'where':<22} {'pods':>5} {'items/s':>8} {'vs local':>9} {'cpu s/item':>11} {'vs local':>9} "
+          f"{'pod s/item':>11} {'api req/item':>13}")  # fmt: skip
+    print(f"{'local (atlas run)':<22} {'-':>5} {local['items_per_s']:>8.2f} {'1.00x':>9} "
+          f"{local['cpu_s_per_item']:>11.3f} {'1.00x':>9} {'-':>11} {'-':>13}")  # fmt: skip
+    for row in rows:
+        print(
+            f"{'itemsPerPod ' + str(row['items_per_pod']):<22} {row['pods']:>5} {row['items_per_s']:>8.2f} "
+            f"{row['items_per_s'] / local['items_per_s']:>8.2f}x {row['cpu_s_per_item']:>11.3f} "
+            f"{row['cpu_s_per_item'] / local['cpu_s_per_item']:>8.2f}x {row['pod_s_per_item']:>11.2f} "
+            f"{row['api_requests_per_item']:>13.1f}"
+        )
+    print("goal (issue 22): cluster within 2x of local in wall time and CPU-seconds per item")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"local": local, "cluster": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Fresh server state between the items of one pod (``spec.cluster.itemsPerPod`` > 1).
+
+Locally every task gets fresh state from the server pool (servers/pool.py): a new process, or the
+same process on a data copy made fresh again. In a pod the servers are sidecars that outlive an
+item, so between two items the runner does the same through each sidecar's control endpoint
+(images/mcp-server/sidecar.py, ``127.0.0.1:<port + CONTROL_PORT_OFFSET>``):
+
+1. ``POST /stop`` to every sidecar whose server must be a new process (stateful and not
+   ``reuse-with-fresh-data``, or able to run code): the bridge kills the server's whole process
+   tree (background processes a task started included) and empties its scratch directory;
+2. the pod's data volume is made equal to the pristine data again (``DataCopy.refresh``: what
+   the item added is removed, what it changed or removed is copied back from the read-only
+   ``spec.cluster.dataVolume`` mount, nothing else is copied; without a data volume, the pristine
+   data is empty). The servers left running (stateless, or ``reuse-with-fresh-data``, proven by
+   tests/test_isolation_reuse.py to keep no state outside their data) are idle meanwhile;
+3. ``POST /start`` to the stopped ones, which answers once the new server answers ``initialize``.
+
+The record the data is restored to is taken before the first item, once every sidecar is up: what
+a server writes into the data at start-up is part of the state each item starts from. Whatever
+fails here leaves the pod's state unknown: the item fails as an infrastructure error
+(``FreshStateError``) and the pod takes no further item (its Job retries them in a new pod).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from atlasrun.cluster.wire.contract import control_port
+from atlasrun.servers.catalog import ServerSpec
+from atlasrun.servers.scratch import DataCopy
+
+CONTROL_HOST = "127.0.0.1"
+STOP_TIMEOUT_S = 30.0
+
+
+class FreshStateError(Exception):
+    """The pod could not make its servers' state fresh for the next item."""
+
+
+def needs_new_process(server: ServerSpec) -> bool:
+    """A server whose state lives in its process (or that can leave processes behind) is started
+    again for every item; only data-only servers proven reusable keep their process."""
+    if not server.stateful:
+        return False
+    return server.fresh != "reuse-with-fresh-data" or server.may_execute_code
+
+
+@dataclass
+class Between:
+    """What one reset between two items took (printed in the pod's log, kept for benchmarks)."""
+
+    respawned: list[str] = field(default_factory=list)
+    data_copied: int = 0
+    stop_s: float = 0.0
+    data_s: float = 0.0
+    start_s: float = 0.0
+
+    def line(self) -> str:
+        return (
+            f"fresh state: respawned {', '.join(self.respawned) or 'none'} "
+            f"(stop {self.stop_s:.2f}s, start {self.start_s:.2f}s); data reset in {self.data_s:.2f}s, "
+            f"{self.data_copied} path(s) copied back"
+        )
+
+
+class PodState:
+    """The pod's servers and data, made fresh between items."""
+
+    def __init__(
+        self,
+        servers: Sequence[ServerSpec],
+        data_root: Path,
+        data_source: Path | None,
+        control_ports: dict[str, int] | None = None,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        self.data_root = data_root
+        self.start_timeout_s = start_timeout_s
+        overrides = control_ports or {}
+        self.respawn = {
+            s.name: overrides.get(s.name) or control_port(s.port or 0)
+            for s in servers
+            if needs_new_process(s)
+        }
+        self._work = tempfile.TemporaryDirectory(prefix="atlas-fresh-")
+        source = data_source
+        if source is None:  # no data volume: the pristine data is an empty directory
+            source = Path(self._work.name) / "empty"
+            source.mkdir()
+        # Only a stateful server writes (``stateful: false`` means no per-task state at all).
+        writers = any(s.stateful for s in servers)
+        self._data = DataCopy(source, data_root, Path(self._work.name) / ".clock") if writers else None
+        self.resets: list[Between] = []
+
+    def adopt(self) -> None:
+        """Take the data volume as it is now (seeded, servers up, no item run) as the fresh state."""
+        if self._data is not None:
+            self._data.adopt()
+
+    async def reset(self) -> Between:
+        """Make every server's state fresh for the next item; ``FreshStateError`` if any step fails."""
+        between = Between(respawned=sorted(self.respawn))
+        async with httpx.AsyncClient(timeout=httpx.Timeout(STOP_TIMEOUT_S)) as client:
+            started = time.monotonic()
+            await self._all(client, "stop", STOP_TIMEOUT_S)
+            between.stop_s = time.monotonic() - started
+            started = time.monotonic()
+            try:
+                if self._data is not None:
+                    between.data_copied = len(await asyncio.to_thread(self._data.refresh))
+            except OSError as exc:
+                raise FreshStateError(f"the data volume could not be reset: {exc}") from exc
+            between.data_s = time.monotonic() - started
+            started = time.monotonic()
+            await self._all(client, f"start?timeout={self.start_timeout_s:g}", self.start_timeout_s + 10)
+            between.start_s = time.monotonic() - started
+        self.resets.append(between)
+        return between
+
+    async def _all(self, client: httpx.AsyncClient, action: str, timeout_s: float) -> None:
+        calls = [self._call(client, name, port, action, timeout_s) for name, port in self.respawn.items()]
+        failures = [str(f) for f in await asyncio.gather(*calls, return_exceptions=True) if f is not None]
+        if failures:
+            raise FreshStateError("; ".join(sorted(failures)))
+
+    @staticmethod
+    async def _call(client: httpx.AsyncClient, name: str, port: int, action: str, timeout_s: float) -> None:
+        url = f"http://{CONTROL_HOST}:{port}/{action}"
+        verb = action.split("?")[0]
+        try:
+            response = await client.post(url, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise FreshStateError(
+                f"sidecar {name!r}: {verb} failed: no control endpoint at {url} ({type(exc).__name__}: {exc}); "
+                "a server image without one cannot run several items per pod (spec.cluster.itemsPerPod: 1)"
+            ) from exc
+        if response.status_code != 200:
+            try:
+                detail = str(json.loads(response.text).get("error") or response.text)
+            except (ValueError, AttributeError):
+                detail = response.text
+            raise FreshStateError(
+                f"sidecar {name!r}: {verb} failed (HTTP {response.status_code}): {detail[:500]}"
+            )
+
+    def close(self) -> None:
+        self._work.cleanup()
