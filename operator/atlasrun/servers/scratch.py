@@ -9,6 +9,7 @@ tells a live owner from a later process that reused its pid.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -191,7 +192,10 @@ class DataCopy:
         for rel in reversed(touched):  # children before parents: copying times changes none above
             shutil.copystat(self.source / rel, self.target / rel, follow_symlinks=False)
         if self.source.exists():
-            shutil.copystat(self.source, self.target, follow_symlinks=False)
+            # A copy's root may belong to someone else (a pod's data volume: the kubelet's, group
+            # fsGroup): its times cannot be set, and no task could have changed its mode either.
+            with contextlib.suppress(PermissionError):
+                shutil.copystat(self.source, self.target, follow_symlinks=False)
         self._take_record()
         self.copied += sum(1 for rel in self._record if _under(rel, restored))
         return copied
