@@ -46,11 +46,18 @@ class FreshStateError(Exception):
 
 
 def needs_new_process(server: ServerSpec) -> bool:
-    """A server whose state lives in its process (or that can leave processes behind) is started
-    again for every item; only data-only servers proven reusable keep their process."""
+    """A server whose state lives in its process (or that runs code, which can leave processes
+    behind) is started again for every item; only data-only servers keep their process.
+
+    The entry's own declaration decides (``stateful``, ``fresh``, ``executes_code``), also for a
+    run file's inline entries: unlike the local sandbox (``may_execute_code``, the host's safety,
+    which a run file cannot lower), this is the run's own correctness, and the pod is confined by
+    Kubernetes. A run file that re-declares a server with only its image and port keeps its
+    built-in declaration, so the starter servers proven reusable by tests/test_isolation_reuse.py
+    are reused in pods too."""
     if not server.stateful:
         return False
-    return server.fresh != "reuse-with-fresh-data" or server.may_execute_code
+    return server.fresh != "reuse-with-fresh-data" or server.executes_code
 
 
 @dataclass
