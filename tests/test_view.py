@@ -1,18 +1,20 @@
 """`atlas view`: the real CLI serving a live page while a real `atlas run` (the replay agent on the
-starter suite) writes into the directory; the page in headless Chromium; only its own pages
-served (no path traversal); hostile task text escaped; Ctrl-C exits 130."""
+starter suite) writes into the directory; one page, opened once in headless Chromium and read over
+the DevTools Protocol (tests/cdp.py) as it updates itself; only its own pages served (no path
+traversal); hostile task text escaped; Ctrl-C exits 130."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import math
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,13 +22,15 @@ from typing import Any
 import pytest
 
 from atlasrun.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from atlasrun.reports.view.pages import POLL_MS
 from atlasrun.servers.instance import free_port
+from cdp import CHROMIUM, Page, open_chromium
 from conftest import SUM_TASK, write_run, write_tasks
 
 pytestmark = pytest.mark.servers
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
+POLL_S = POLL_MS / 1000  # how often an open page asks for the numbers
 needs_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason=f"{CHROMIUM} is not installed (Debian package `chromium`; the Makefile's test setup installs it)",
@@ -89,41 +93,122 @@ def api_runs(base: str) -> list[dict[str, Any]]:
     return runs
 
 
-def chromium_dom(url: str, tmp: Path, budget_ms: int = 4000) -> str:
-    """The DOM after the page's scripts ran for ``budget_ms`` of virtual time (its polls included)."""
-    proc = subprocess.run(
-        [
-            str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp / 'profile'}",
-            f"--virtual-time-budget={budget_ms}",
-            "--dump-dom",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
+# What an open page shows, read in the page itself (its marker and navigation entries prove that it
+# was never reloaded: a reload clears the one and makes a new set of the other).
+SHOWN_JS = r"""(() => {
+  const card = document.querySelector('#runs .card'), live = document.getElementById('live');
+  const text = (sel) => { const e = card.querySelector(sel); return e ? e.textContent : null; };
+  return {
+    marker: window.__atlasOpenedOnce || null,
+    navigations: performance.getEntriesByType('navigation').length,
+    time_origin: performance.timeOrigin,
+    polls: Number(document.body.dataset.polls || 0),
+    live: live.textContent, live_off: live.className === 'off',
+    card: card && {
+      state: card.dataset.state, done: Number(card.dataset.done), planned: Number(card.dataset.planned),
+      badge: text('.card-head .badge'), progress: text('.progress-text'),
+      bar: card.querySelector('.progress .bar').style.width,
+      models: Array.from(card.querySelectorAll('table.models tbody tr'),
+        (tr) => Array.from(tr.cells, (td) => td.textContent)),
+      kinds: Array.from(card.querySelectorAll('.kinds .badge'), (b) => b.textContent),
+    },
+  };
+})()"""
+RATE_TEXT = re.compile(r"(\d+\.\d)%\[(\d+\.\d), (\d+\.\d)\] n=(\d+)")
 
 
-def card_of(dom: str) -> dict[str, str]:
-    match = re.search(
-        r'<div class="card" data-run="[^"]+" data-state="(\w+)" data-done="(\d+)" data-planned="(\d+)"', dom
-    )
-    assert match, dom[:3000]
-    return {"state": match.group(1), "done": match.group(2), "planned": match.group(3)}
+def shown(page: Page) -> dict[str, Any]:
+    value: dict[str, Any] = page.evaluate(SHOWN_JS)
+    return value
+
+
+def watch(page: Page, until: Callable[[dict[str, Any]], bool], within_s: float, what: str) -> dict[str, Any]:
+    """The page's figures once ``until`` holds for them, read every 0.1 s for ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        now = shown(page)
+        if until(now):
+            return now
+        assert time.monotonic() < deadline, f"the page did not show {what} in {within_s:.1f}s: {now}"
+        time.sleep(0.1)
+
+
+def assert_shows(now: dict[str, Any], run: dict[str, Any]) -> None:
+    """The card drawn in the page has the figures of ``run`` (as /api/runs returns it)."""
+    card = now["card"]
+    assert (card["state"], card["done"], card["planned"]) == (run["state"], run["done"], run["planned"])
+    assert card["badge"].startswith(run["state"]) and not now["live_off"], now
+    share = run["done"] / run["planned"]
+    assert card["progress"].startswith(
+        f"{run['done']} / {run['planned']} items done ({math.floor(100 * share + 0.5)}%)"
+    ), card["progress"]
+    assert float(card["bar"].removesuffix("%")) == pytest.approx(100 * share, abs=0.051)
+    assert len(card["models"]) == len(run["models"])
+    for cells, model in zip(card["models"], run["models"], strict=True):
+        name, items, scored, passed, rate, coverage, errors, _excluded, tokens, cost = cells
+        assert (name, int(items), int(scored), int(passed)) == (
+            model["model"],
+            model["items"],
+            model["scored"],
+            model["passed"],
+        )
+        assert errors == (str(model["errored"]) if model["errored"] else "")
+        assert int(tokens.replace(",", "")) == model["tokens"]
+        if model["pass_rate"] is None:
+            assert rate == "\u2013"
+        else:  # the page rounds to 0.1 points
+            match = RATE_TEXT.fullmatch(rate)
+            assert match, rate
+            estimate = model["pass_rate"]
+            assert [float(x) for x in match.groups()[:3]] == pytest.approx(
+                [100 * estimate["point"], 100 * estimate["low"], 100 * estimate["high"]], abs=0.051
+            )
+            assert int(match.group(4)) == estimate["n"]
+        if model["mean_coverage"] is not None:
+            assert float(coverage) == pytest.approx(model["mean_coverage"], abs=0.00051)
+        if model["cost_known"]:
+            assert float(cost.removeprefix("$")) == pytest.approx(model["cost_usd"], abs=0.0051)
+        else:
+            assert cost == "n/a"
+    kinds = dict(k.rsplit(" \u00d7", 1) for k in card["kinds"])
+    assert {k: int(n) for k, n in kinds.items()} == run["errors_by_kind"]
+
+
+def api_until(
+    base: str, until: Callable[[dict[str, Any]], bool], run: subprocess.Popen[str], seen: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The run's status (/api/runs) once ``until`` holds, asked every 0.1 s while the run lasts;
+    every answer is appended to ``seen``."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        runs = api_runs(base)
+        seen.extend(runs[:1])
+        if runs and until(runs[0]):
+            return runs[0]
+        assert run.poll() is None, f"the run ended first: {runs} {run.stderr.read() if run.stderr else ''}"
+        time.sleep(0.1)
+    raise AssertionError(f"the run never got there: {api_runs(base)}")
+
+
+def stop_run(run: subprocess.Popen[str]) -> None:
+    if run.poll() is None:
+        run.send_signal(signal.SIGCONT)  # a stopped process acts on SIGINT only once continued
+        run.send_signal(signal.SIGINT)
+        run.wait(timeout=120)
+
+
+def page_html(page: Page, url: str) -> str:
+    """``url``'s DOM once its script drew it and one of its polls came back."""
+    page.navigate(url)
+    watch(page, lambda now: now["polls"] >= 1, 4 * POLL_S, "a poll answered")
+    html: str = page.evaluate("document.documentElement.outerHTML")
+    return html
 
 
 @needs_chromium
-def test_the_page_follows_a_run_in_progress(tmp_path: Path) -> None:
+def test_an_open_page_follows_a_run_as_it_writes(tmp_path: Path) -> None:
+    """One page, opened once while `atlas run` writes: it shows k of n (frozen there with SIGSTOP, so
+    the count is exact), then the new count within a few polls, then the finished run."""
     assert atlas("init-workspace", "ws", cwd=tmp_path).returncode == 0
     (tmp_path / "runs").mkdir()
     run = subprocess.Popen(
@@ -149,64 +234,88 @@ def test_the_page_follows_a_run_in_progress(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        with viewing("runs", cwd=tmp_path) as (view, base):
-            seen: list[dict[str, Any]] = []
-            mid_dom = ""
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                runs = api_runs(base)
-                if runs:
-                    seen.append(runs[0])
-                    if (
-                        not mid_dom
-                        and runs[0]["state"] == "running"
-                        and 0 < runs[0]["done"] < runs[0]["planned"]
-                    ):
-                        mid_dom = chromium_dom(f"{base}/", tmp_path)  # the browser while the run writes
-                if run.poll() is not None and seen and seen[-1]["state"] != "running":
-                    break
-                time.sleep(0.25)
-            _, run_err = run.communicate(timeout=60)
-            assert run.returncode in (0, 3), run_err  # 3: some items errored (counted by kind below)
+        # the browser starts while the run starts its servers: it is up before the first result
+        with open_chromium(tmp_path / "chromium") as page:
+            with viewing("runs", cwd=tmp_path) as (view, base):
+                samples: list[dict[str, Any]] = []
 
-            dones = [s["done"] for s in seen]
-            assert dones == sorted(dones), dones  # progress only grows
-            assert any(0 < d < 20 for d in dones) and dones[-1] == 20, dones
-            assert all(s["planned"] == 20 for s in seen if s["state"] == "running"), seen
-            final = seen[-1]
-            assert final["state"] == "finished" and final["name"] == "demo"
-            summary = json.loads((tmp_path / "runs" / "demo" / "summary.json").read_text())["models"][
-                "replay"
-            ]
-            (model,) = final["models"]
-            # the interval is scoring.stats's, as in summary.json (docs/statistics.md)
-            assert model["pass_rate"]["low"] == pytest.approx(summary["pass_rate_ci"]["low"])
-            assert model["pass_rate"]["high"] == pytest.approx(summary["pass_rate_ci"]["high"])
-            assert (model["scored"], model["passed"], model["errored"]) == (
-                summary["scored"],
-                summary["passed"],
-                summary["errored"],
-            )
-            assert model["errors_by_kind"] == final["errors_by_kind"] == summary["errors_by_kind"]
+                def frozen_at(until: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], float]:
+                    """Stop the run (SIGSTOP) once ``until`` holds: its status then, and when it held."""
+                    api_until(base, until, run, samples)
+                    written = time.monotonic()
+                    run.send_signal(signal.SIGSTOP)
+                    time.sleep(0.3)  # a result being written when it stopped is on disk by now
+                    (status,) = api_runs(base)
+                    samples.append(status)
+                    return status, written
 
-            # in Chromium mid-run: the card was drawn by the page's script, and its polls came back
-            assert mid_dom, "never saw the run in progress"
-            mid = card_of(mid_dom)
-            assert mid["state"] == "running" and 0 < int(mid["done"]) < 20 and mid["planned"] == "20", mid
-            assert int(re.search(r'data-polls="(\d+)"', mid_dom).group(1)) >= 1  # type: ignore[union-attr]
-            # after the run: the index and the run page show it finished, with its tasks
-            end = chromium_dom(f"{base}/", tmp_path)
-            assert card_of(end) == {"state": "finished", "done": "20", "planned": "20"}
-            assert "pass rate (95% CI)" in end and "[" in end and "n=" in end
-            page = chromium_dom(f"{base}/run/{final['id']}", tmp_path)
-            assert page.count('<tr class="row"') == 20 and "q3-revenue-leader" in page
-            assert "Transcript (" in page and "<h4>Claims</h4>" in page  # each task's detail is in the page
-            code, report = get(base, f"/run/{final['id']}/report")
-            assert code == 200 and '<section id="tasks">' in report
+                # 1. the run has written k of n: the page, opened now, shows k/n and its figures
+                first, _ = frozen_at(lambda r: r["state"] == "running" and 0 < r["done"] < r["planned"] - 2)
+                page.navigate(f"{base}/")
+                opened = page.evaluate(
+                    "window.__atlasOpenedOnce = 'x' + performance.timeOrigin; window.__atlasOpenedOnce"
+                )
+                once = {"marker": opened, "navigations": 1}
+                at_k = watch(page, lambda now: now["polls"] >= 1, 3 * POLL_S, "a poll answered")
+                assert first["planned"] == 20 and first["pid"] == run.pid
+                assert_shows(at_k, first)
+                assert at_k["live"] == "\u25cf live"
+
+                # 2. the run writes more: the same page shows the new count within a few polls
+                run.send_signal(signal.SIGCONT)
+                second, written = frozen_at(lambda r: first["done"] < r["done"] < r["planned"])
+                at_more = watch(
+                    page, lambda now: now["card"]["done"] == second["done"], 3 * POLL_S, "the new count"
+                )
+                caught_up_s = time.monotonic() - written
+                assert_shows(at_more, second)
+                assert at_more["polls"] > at_k["polls"]
+                assert api_runs(base)[0]["done"] == second["done"]  # it was frozen there all along
+                run.send_signal(signal.SIGCONT)
+
+                # 3. the run finishes: the same page says so, with the run's final figures
+                _, run_err = run.communicate(timeout=120)
+                assert run.returncode in (0, 3), run_err  # 3: some items errored (counted by kind)
+                final = api_until(base, lambda r: r["state"] != "running", run, samples)
+                at_end = watch(page, lambda now: now["card"]["state"] == "finished", 3 * POLL_S, "finished")
+                assert_shows(at_end, final)
+                for now in (at_k, at_more, at_end):  # never reloaded
+                    assert {k: now[k] for k in once} == once and now["time_origin"] == at_k["time_origin"]
+                print(
+                    f"the open page showed {second['done']} results {caught_up_s:.2f}s after they were written"
+                )
+
+                dones = [s["done"] for s in samples]
+                assert dones == sorted(dones) and dones[-1] == 20, dones  # progress only grows
+                assert all(s["planned"] == 20 for s in samples if s["state"] == "running"), samples
+                assert final["state"] == "finished" and final["name"] == "demo" and final["pid"] is None
+                summary = json.loads((tmp_path / "runs" / "demo" / "summary.json").read_text())["models"][
+                    "replay"
+                ]
+                (model,) = final["models"]
+                # the interval is scoring.stats's, as in summary.json (docs/statistics.md)
+                assert model["pass_rate"]["low"] == pytest.approx(summary["pass_rate_ci"]["low"])
+                assert model["pass_rate"]["high"] == pytest.approx(summary["pass_rate_ci"]["high"])
+                assert (model["scored"], model["passed"], model["errored"]) == (
+                    summary["scored"],
+                    summary["passed"],
+                    summary["errored"],
+                )
+                assert model["errors_by_kind"] == final["errors_by_kind"] == summary["errors_by_kind"]
+                assert "pass rate (95% CI)" in page.evaluate("document.body.innerText")
+
+                # the run's page: its card and each task's detail
+                run_page = page_html(page, f"{base}/run/{final['id']}")
+                assert run_page.count('<tr class="row"') == 20 and "q3-revenue-leader" in run_page
+                assert "Transcript (" in run_page and "<h4>Claims</h4>" in run_page
+                assert_shows(shown(page), final)
+                code, report = get(base, f"/run/{final['id']}/report")
+                assert code == 200 and '<section id="tasks">' in report
+            # `atlas view` stopped: the open page says it lost the server
+            gone = watch(page, lambda now: now["live_off"], 3 * POLL_S, "not connected")
+            assert "not connected" in gone["live"] and gone["card"]["state"] == "finished"
     finally:
-        if run.poll() is None:
-            run.send_signal(signal.SIGINT)
-            run.wait(timeout=120)
+        stop_run(run)
     assert view.returncode == EXIT_INTERRUPTED and "atlas view: stopped" in (
         view.stderr.read() if view.stderr else ""
     )
@@ -250,7 +359,9 @@ def test_only_its_own_pages_are_served_and_task_text_is_escaped(tmp_path: Path, 
         code, tasks = get(base, f"/run/{run['id']}/tasks")
         assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;&lt;img src=x" in tasks
 
-        dom = chromium_dom(f"{base}/run/{run['id']}", tmp_path, budget_ms=2500)
+        with open_chromium(tmp_path / "chromium") as page:
+            dom = page_html(page, f"{base}/run/{run['id']}")
+            assert page.evaluate("document.title") == "AtlasRun live: hostile"
         assert "<title>AtlasRun live: hostile</title>" in dom and "pwned</title>" not in dom
         assert "&lt;script&gt;document.title" in dom  # shown as text, in the task's detail
     assert view.returncode == EXIT_INTERRUPTED
