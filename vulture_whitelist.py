@@ -73,11 +73,6 @@ _.describe  # cluster/operator/metrics.py: the Collector protocol (called at reg
 # -- library helpers exercised directly by the tests (no production caller today)
 _.is_pinned  # cluster/operator/images.py (tests/test_images.py: Dockerfile FROMs and images.lock)
 _.settings_table  # cluster/operator/settings.py: docs/architecture.md's table (tests/test_operator_settings.py)
-_.build_report  # reports/html.py (tests/test_report.py)
-_.is_installed  # servers/install.py (tests/test_server_install.py)
-_.uses  # servers/catalog.py (tests/test_server_install.py)
-_.threshold_pass_rates  # scoring/stats.py (tests/test_stats.py)
-_.model_tool_metrics  # scoring/tool_metrics.py (tests/test_tool_metrics.py)
 
 # -- pool counters: read by bench/workload.py (the pool counts per run) and tests/test_pool.py
 _.data_copied  # servers.instance.Instance

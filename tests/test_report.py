@@ -23,7 +23,7 @@ from atlasrun.diagnostics.model import Diagnosis, Failure
 from atlasrun.diagnostics.store import DiagnosesLog
 from atlasrun.judge.base import ClaimVerdict, JudgeInfo
 from atlasrun.reports.data import CALL_RESULT_MAX, build_data
-from atlasrun.reports.html import build_report
+from atlasrun.reports.html import write_report
 from atlasrun.scoring.claims import Judgement, score_claims
 from atlasrun.scoring.result import ErrorKind, TaskResult
 from atlasrun.scoring.stats import by_model, common_tasks, coverage_ci, pass_rate_ci, repeat_stats
@@ -35,6 +35,12 @@ needs_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason=f"{CHROMIUM} is not installed (Debian package `chromium`; the Makefile's test setup installs it)",
 )
+
+
+def report_of(out: Path) -> Path:
+    """``OUT/report.html`` as ``atlas report OUT`` writes it (commands/report.py)."""
+    return write_report(build_data(out), out)
+
 
 PRIMARY = JudgeInfo(
     name="primary-judge",
@@ -256,7 +262,7 @@ def make_run(root: Path, repeats: int = 1, diagnose: bool = True) -> list[TaskRe
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("report") / "out"
     make_run(root)
-    build_report(root)
+    report_of(root)
     return root
 
 
@@ -362,14 +368,14 @@ def test_without_diagnoses_failure_modes_fall_back_to_trace_signals(tmp_path: Pa
     assert data.failures.source == "signals" and data.failures.failing > 0
     weak = next(m for m in data.failures.report.models if m.model == "weak-model")
     assert weak.counts["no_tool_use"] > 0 and weak.counts["err_recovery"] > 0
-    text = build_report(tmp_path / "out").read_text(encoding="utf-8")
+    text = report_of(tmp_path / "out").read_text(encoding="utf-8")
     assert f"Not diagnosed yet — run <code>atlas diagnose {tmp_path / 'out'}" in text
     assert "trace signals" in text
 
 
 def test_repeats_get_pass_at_k(tmp_path: Path) -> None:
     results = make_run(tmp_path / "out", repeats=3, diagnose=False)
-    text = build_report(tmp_path / "out").read_text(encoding="utf-8")
+    text = report_of(tmp_path / "out").read_text(encoding="utf-8")
     assert "pass@3" in text and "pass^3" in text
     stats = repeat_stats([r for r in results if r.model == "mid-model"])
     assert stats is not None
@@ -430,7 +436,7 @@ def test_a_thousand_task_run_stays_small(tmp_path: Path) -> None:
                 wall_s=2.0,
             )
         )
-    size = build_report(tmp_path).stat().st_size
+    size = report_of(tmp_path).stat().st_size
     assert 2_000_000 < size < 20_000_000, size
 
 
@@ -544,7 +550,7 @@ def test_cost_is_na_when_the_price_is_unknown(tmp_path: Path) -> None:
                 task=task(0),
             )
         )
-    page = build_report(out).read_text(encoding="utf-8")
+    page = report_of(out).read_text(encoding="utf-8")
     assert "$0.50" in _model_row(page, "priced")
     assert "n/a" in _model_row(page, "unpriced") and "$0.00" not in _model_row(page, "unpriced")
     assert "cost: n/a" in page
@@ -584,4 +590,4 @@ def test_task_matrix_sorts_by_a_model_column_in_chromium(run_dir: Path, tmp_path
 if __name__ == "__main__":  # build a sample report to look at: python tests/test_report.py OUT
     out = Path(sys.argv[1])
     make_run(out)
-    print(build_report(out))
+    print(report_of(out))

@@ -553,7 +553,7 @@ def test_pull_turns_stored_results_into_a_results_directory(tmp_path: Path, s3: 
     ]
     for result in results:
         store.put_result(result)
-    from atlasrun.cluster.pull import pull
+    from atlasrun.commands.pull import pull
 
     with pytest.MonkeyPatch.context() as mp:
         for name, value in env.items():

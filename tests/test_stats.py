@@ -29,10 +29,10 @@ from atlasrun.scoring.stats import (
     pass_rate_ci,
     repeat_stats,
     task_interval,
-    threshold_pass_rates,
     wilson,
 )
 from atlasrun.scoring.store import ResultsDir
+from atlasrun.scoring.summary import summarize
 
 PRIMARY = JudgeInfo(name="primary", kind="llm", model="judge-a", version="1")
 OTHER = JudgeInfo(name="other", kind="llm", model="judge-b", version="1")
@@ -156,12 +156,13 @@ def test_coverage_ci_and_threshold_pass_rates() -> None:
     cov = coverage_ci(rows)
     assert cov is not None and cov.point == pytest.approx((1.0 + 0.8 + 0.6 + 0.2) / 4)  # 0.65
     assert cov.n == 4 and (cov.low, cov.high) == wilson(0.65, 4)
-    at = threshold_pass_rates(rows)
+    # Pass rates at the reported coverage thresholds, as summary.json states them (MCP-Atlas Appendix G).
+    at = summarize(rows)["m"]["pass_rate_at"]
     # >= 0.5: a, b, c -> 3/4; >= 0.75: a, b -> 2/4; >= 0.9: a -> 1/4.
-    assert {k: v.point for k, v in at.items() if v} == {"0.5": 0.75, "0.75": 0.5, "0.9": 0.25}
-    assert all(v is not None and (v.low, v.high) == wilson(v.point, 4) for v in at.values())
-    # A coverage exactly at the threshold passes (same tolerance as score_claims).
-    assert threshold_pass_rates([result("x", 0.75)], thresholds=(0.75,))["0.75"].point == 1.0  # type: ignore[union-attr]
+    assert at == {"0.5": 0.75, "0.75": 0.5, "0.9": 0.25}
+    # A coverage exactly at the threshold passes (same tolerance as score_claims); none scored: None.
+    assert summarize([result("x", 0.75)])["m"]["pass_rate_at"]["0.75"] == 1.0
+    assert summarize([result("x", None, status="error")])["m"]["pass_rate_at"]["0.75"] is None
 
 
 # --- breakdowns ----------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from atlasrun.agent.transcript import CallRecord, ModelCallRecord, Transcript
+from atlasrun.reports.data import build_data
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.store import ResultsDir
-from atlasrun.scoring.tool_metrics import aggregate_tool_metrics, model_tool_metrics, task_tool_metrics
+from atlasrun.scoring.tool_metrics import aggregate_tool_metrics, task_tool_metrics
 
 READ = {
     "type": "function",
@@ -125,7 +126,8 @@ def test_aggregate_means_and_pooled_rates() -> None:
     assert (none.tasks_without_calls, none.valid_name_rate, none.mean_valid_name_rate) == (1, None, None)
 
 
-def test_model_tool_metrics_from_a_results_dir(tmp_path: Path) -> None:
+def test_a_models_tool_metrics_in_the_report_of_a_results_dir(tmp_path: Path) -> None:
+    """The per-model aggregate as ``atlas report`` computes it from a results directory."""
     results = ResultsDir(tmp_path)
     base = {"model": "m", "status": "scored", "coverage": 1.0, "passed": True}
     results.append(TaskResult(task_id="t1", transcript=transcript(MIXED[:4]), **base))  # type: ignore[arg-type]
@@ -143,9 +145,8 @@ def test_model_tool_metrics_from_a_results_dir(tmp_path: Path) -> None:
     lost = TaskResult(task_id="t4", transcript=transcript([]), **base)  # type: ignore[arg-type]
     results.append(lost)
     results.task_path(lost).unlink()
-    agg = model_tool_metrics(results)["m"]
-    # Scored only: t1, t2 measured, t4's task JSON is gone; t3 (error) left out.
+    [row] = build_data(tmp_path).models
+    agg = row.tools
+    # Scored only, like the pass rates: t1, t2 measured, t4's task JSON is gone; t3 (error) left out.
     assert (agg.tasks, agg.missing_transcripts, agg.tasks_without_calls, agg.calls) == (2, 1, 1, 4)
     assert agg.valid_name_rate == pytest.approx(3 / 4)
-    with_errors = model_tool_metrics(results, statuses=("scored", "error"))["m"]
-    assert (with_errors.tasks, with_errors.calls) == (3, 5)

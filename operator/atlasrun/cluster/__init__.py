@@ -9,8 +9,6 @@ Three programs with a wall between them (import-linter contracts in pyproject.to
   the manifests, metrics. Imports ``wire`` only, never ``pod`` nor the local runner.
 - ``pod``: ``atlas run-task`` inside a Job's pod (``pod.runtask``). Imports ``wire`` only.
 
-``pull`` (``atlas pull``) copies a run's results into a local results directory. The modules
-``contract``, ``store``, ``records``, ``images``, ``runtask``, ``crd``, ``egress``, ``placement``,
-``policy``, ``queueing``, ``reconcile``, ``manifests``, ``observe`` and ``metrics`` at this level
-are aliases of their new homes for importers outside ``cluster/`` not updated yet.
+``atlas pull`` (``commands/pull.py``) copies a run's results into a local results directory,
+through ``wire.store``.
 """

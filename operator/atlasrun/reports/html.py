@@ -14,7 +14,7 @@ from typing import Any
 from atlasrun.diagnostics.aggregate import ModelModes
 from atlasrun.diagnostics.taxonomy import FAMILIES, UNCLASSIFIED, modes_of
 from atlasrun.reports import charts, matrix
-from atlasrun.reports.data import FailureModes, ModelRow, ReportData, build_data
+from atlasrun.reports.data import FailureModes, ModelRow, ReportData
 from atlasrun.reports.drilldown import attr, drilldown, esc
 from atlasrun.reports.page import CSS, SCRIPT
 from atlasrun.scoring.stats import INTERVAL_TEXT, Estimate
@@ -443,8 +443,3 @@ def write_report(data: ReportData, out_dir: Path) -> Path:
     path = out_dir / FILENAME
     atomic_write(path, render(data))
     return path
-
-
-def build_report(out_dir: Path) -> Path:
-    """Write ``out_dir/report.html`` from the results directory and return its path."""
-    return write_report(build_data(out_dir), out_dir)

@@ -1,4 +1,4 @@
-"""Statistics over task results: intervals, threshold sensitivity, breakdowns, pass@k, paired tests.
+"""Statistics over task results: intervals, breakdowns, pass@k, paired tests.
 
 Pure functions over lists of :class:`TaskResult`. Only ``status == "scored"``
 results count toward rates. Functions that estimate one model's numbers expect
@@ -21,7 +21,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from atlasrun.scoring.claims import REPORTED_THRESHOLDS
 from atlasrun.scoring.result import TaskResult
 from atlasrun.scoring.summary import Interval, ModelSummary, summarize, summarize_models
 
@@ -59,11 +58,6 @@ def by_model(results: Iterable[TaskResult]) -> dict[str, list[TaskResult]]:
     for result in results:
         out.setdefault(result.model, []).append(result)
     return out
-
-
-def _passes(coverage: float, threshold: float) -> bool:
-    # Same tolerance as scoring.claims.score_claims.
-    return coverage >= threshold - 1e-9
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:
@@ -154,18 +148,6 @@ def pass_rate_ci(results: Iterable[TaskResult]) -> Estimate | None:
 def coverage_ci(results: Iterable[TaskResult]) -> Estimate | None:
     """Mean coverage with its 95% interval (:func:`task_interval`); None if nothing scored."""
     return task_interval(_per_task(results, lambda r: float(r.coverage or 0.0)))
-
-
-def threshold_pass_rates(
-    results: Iterable[TaskResult], thresholds: Sequence[float] = REPORTED_THRESHOLDS
-) -> dict[str, Estimate | None]:
-    """Pass rate at each coverage threshold (MCP-Atlas Appendix G), each with its 95% interval."""
-    rows = scored(results)
-
-    def at(threshold: float) -> Estimate | None:
-        return task_interval(_per_task(rows, lambda r: float(_passes(r.coverage or 0.0, threshold))))
-
-    return {f"{t:g}": at(t) for t in thresholds}
 
 
 BreakdownKey = Literal["domain", "category", "server"]

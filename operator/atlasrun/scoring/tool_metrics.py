@@ -25,8 +25,6 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, computed_field
 
 from atlasrun.agent.transcript import Transcript
-from atlasrun.scoring.result import TaskResult
-from atlasrun.scoring.store import ResultsDir
 
 
 class TaskToolMetrics(BaseModel):
@@ -165,37 +163,3 @@ def aggregate_tool_metrics(
         tokens=sum(m.tokens for m in rows),
         cost_usd=math.fsum(m.cost_usd for m in rows),
     )
-
-
-def results_tool_metrics(
-    results_dir: ResultsDir, results: Iterable[TaskResult]
-) -> tuple[list[TaskToolMetrics], list[TaskResult]]:
-    """Per-task metrics for results whose transcript can be read, and the results without one."""
-    found: list[TaskToolMetrics] = []
-    missing: list[TaskResult] = []
-    for result in results:
-        transcript = results_dir.load_transcript(result)
-        if transcript is None:
-            missing.append(result)
-        else:
-            found.append(task_tool_metrics(transcript, result.task_id, result.model, result.repeat))
-    return found, missing
-
-
-def model_tool_metrics(
-    results_dir: ResultsDir, statuses: tuple[str, ...] = ("scored",)
-) -> dict[str, ModelToolMetrics]:
-    """Per-model aggregates over a results directory's results with the given statuses (default:
-    scored only, like the pass rates). Results whose task JSON is missing are counted, not measured."""
-    by_model: dict[str, list[TaskToolMetrics]] = {}
-    missing: dict[str, int] = {}
-    chosen = [r for r in results_dir.load().values() if r.status in statuses]
-    found, lost = results_tool_metrics(results_dir, chosen)
-    for metrics in found:
-        by_model.setdefault(metrics.model, []).append(metrics)
-    for result in lost:
-        by_model.setdefault(result.model, [])
-        missing[result.model] = missing.get(result.model, 0) + 1
-    return {
-        model: aggregate_tool_metrics(rows, missing.get(model, 0)) for model, rows in sorted(by_model.items())
-    }

@@ -248,10 +248,6 @@ class ServerSpec(BaseModel):
         other entry (a run file's inline servers, a catalog file's) executes code."""
         return self.executes_code or not self._host
 
-    def uses(self, placeholder: str) -> bool:
-        texts = [self.command or "", self.cwd or "", self.url or "", *self.args, *self.env.values()]
-        return any("{" + placeholder + "}" in t for t in texts)
-
 
 class Catalog(BaseModel):
     model_config = _CONFIG

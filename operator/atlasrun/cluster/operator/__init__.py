@@ -7,7 +7,8 @@
   pure) -> ``act`` (every write but the ``leader`` Lease).
 - ``manifests`` renders Jobs and the network policy (``egress``, ``placement``); ``policy`` is the
   tenancy check; ``images`` the digest pinning; ``crd`` the CustomResourceDefinition;
-  ``metrics`` the Prometheus exposition.
+  ``metrics`` the Prometheus exposition; ``kube`` the typed views of the Kubernetes objects it
+  reads (one cast where each enters).
 
 Imports ``wire``, never ``pod``, never the local runner (import-linter contracts).
 """

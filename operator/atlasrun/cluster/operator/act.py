@@ -21,13 +21,13 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
 
-from atlasrun.cluster.operator import metrics
+from atlasrun.cluster.operator import kube, metrics
 from atlasrun.cluster.operator.informer import Informers
 from atlasrun.cluster.operator.manifests import owner_reference, render_job, render_network_policy, run_labels
 from atlasrun.cluster.operator.queueing import WorkloadReader
@@ -62,9 +62,16 @@ class UploadFailed(Exception):
     """The task document could not be stored."""
 
 
+class JobSpecPatch(TypedDict, total=False):
+    """What a pass changes of a live Job (a merge patch of its spec)."""
+
+    parallelism: int
+    suspend: bool
+
+
 @dataclass
 class Result:
-    run: dict[str, Any] | None = None  # the run as the status patch returned it
+    run: kube.AtlasRun | None = None  # the run as the status patch returned it
 
 
 class Actor:
@@ -85,7 +92,9 @@ class Actor:
 
     # ------------------------------------------------------------------ entry point
 
-    def apply(self, run: Mapping[str, Any], s: Snapshot, d: Decision) -> Result:
+    def apply(self, run: kube.AtlasRun, s: Snapshot, d: Decision) -> Result:
+        """``run``: the one ``s`` was observed from (its resourceVersion is the status patch's
+        precondition)."""
         from kubernetes.client.rest import ApiException
 
         result = Result()
@@ -98,9 +107,10 @@ class Actor:
                 "status": d.status_patch,
             }
             try:
-                result.run = self.custom.patch_namespaced_custom_object_status(
+                answer = self.custom.patch_namespaced_custom_object_status(
                     GROUP, VERSION, s.namespace, PLURAL, s.name, body
                 )
+                result.run = kube.atlas_run(answer)
             except ApiException as exc:
                 if exc.status == 409:
                     raise Conflict(s.name) from exc
@@ -111,7 +121,7 @@ class Actor:
             for chunk, width in d.create:
                 job = self._render(s, chunk, width, d, plans.get(chunk.items))
                 calls.append(partial(self._create_job, s.namespace, job))
-        patches: dict[str, dict[str, Any]] = {}
+        patches: dict[str, JobSpecPatch] = {}
         for name, width in d.parallelism.items():
             patches.setdefault(name, {})["parallelism"] = width
         queued = s.body is not None and s.body.cluster.queue_name
@@ -237,7 +247,7 @@ class Actor:
 
     def _render(
         self, s: Snapshot, chunk: Chunk, width: int, d: Decision, plan: PlanRef | None
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]:  # a Job manifest (outgoing JSON: manifests.render_job)
         assert s.body is not None and s.catalog is not None and s.runner_image and s.tasks is not None
         pin = d.desired.tasks
         assert pin is not None
@@ -307,13 +317,13 @@ class Actor:
         if self.informers is not None:
             self.informers.job_deleted(namespace, name)
 
-    def _create_job(self, namespace: str, job: dict[str, Any]) -> None:
+    def _create_job(self, namespace: str, job: dict[str, Any]) -> None:  # job: outgoing manifest
         created = self._ignore(  # 409: it exists, created before
             409, lambda: self.batch.create_namespaced_job(namespace, job, _preload_content=False)
         )
         self._written(namespace, created)
 
-    def _patch_job(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    def _patch_job(self, namespace: str, name: str, spec: JobSpecPatch) -> None:
         patched = self._ignore(
             404,
             lambda: self.batch.patch_namespaced_job(name, namespace, {"spec": spec}, _preload_content=False),
@@ -356,14 +366,14 @@ def config_map_name(run: str) -> str:
 
 def longest_limits(limits: list[TaskLimits | None]) -> TaskLimits:
     """The largest of each per-task limit (a chunk's pods share one deadline)."""
-    values: dict[str, Any] = {}
+    values: dict[str, float] = {}
     for item in limits:
         if item is None:
             continue
         for key, value in item.model_dump().items():
             if value is not None and (values.get(key) is None or value > values[key]):
                 values[key] = value
-    return TaskLimits(**values)
+    return TaskLimits.model_validate(values)
 
 
 __all__ = ["Actor", "Conflict", "UploadFailed", "config_map_name", "owner_reference"]

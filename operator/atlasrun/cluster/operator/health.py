@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from atlasrun.cluster.operator import kube
 from atlasrun.cluster.operator.manifests import run_labels
 from atlasrun.cluster.operator.reconcile import HEALTH_RECHECK_S, JobObs
 
@@ -29,7 +30,8 @@ _PROBLEM_RANK = {"ImagePullBackOff": 0, "QuotaExceeded": 1, "Unschedulable": 2}
 
 
 class Lister(Protocol):
-    def list(self, kind: str, namespace: str, **params: Any) -> list[dict[str, Any]]: ...
+    def list(self, kind: str, namespace: str, **params: Any) -> list[dict[str, Any]]: ...  # Events: raw
+    def pods(self, namespace: str, **params: Any) -> Sequence[kube.Pod]: ...
 
 
 class PodHealth:
@@ -93,15 +95,13 @@ class PodHealth:
 
     def _problems(
         self, namespace: str, run: str, waiting: bool, starved: set[str]
-    ) -> tuple[list[Problem], list[dict[str, Any]]]:
+    ) -> tuple[list[Problem], Sequence[kube.Pod]]:
         """The problems found, and the run's Pending pods (listed only when some wait)."""
         found: list[Problem] = []
-        pending: list[dict[str, Any]] = []
+        pending: Sequence[kube.Pod] = ()
         if waiting:
             selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
-            pending = self.api.list(
-                "pods", namespace, label_selector=selector, field_selector="status.phase=Pending"
-            )
+            pending = self.api.pods(namespace, label_selector=selector, field_selector="status.phase=Pending")
             for pod in pending:
                 problem = pod_problem(pod)
                 if problem and problem not in found:
@@ -124,7 +124,7 @@ class PodHealth:
         return found, pending
 
 
-def started(active: int, pending: Sequence[Mapping[str, Any]]) -> bool:
+def started(active: int, pending: Sequence[kube.Pod]) -> bool:
     """Some pod of the run is past scheduling: running (the Jobs count more active pods than are
     Pending) or scheduled and starting its containers (native sidecars first)."""
     if active > len(pending):
@@ -147,7 +147,7 @@ def holding(found: list[Problem], progressing: bool) -> tuple[Problem, ...]:
     return tuple(sorted(kept.values(), key=lambda p: _PROBLEM_RANK.get(p[0], len(_PROBLEM_RANK))))
 
 
-def pod_problem(pod: Mapping[str, Any]) -> Problem | None:
+def pod_problem(pod: kube.Pod) -> Problem | None:
     st = pod.get("status") or {}
     name = pod["metadata"]["name"]
     for c in st.get("conditions") or []:

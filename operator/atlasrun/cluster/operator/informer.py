@@ -10,6 +10,9 @@ The caches may lag the API by a watch event; ``observe`` accounts for that: a fi
 pods are not all cached yet is read with one LIST, a Job this operator created or patched is put
 in the cache from the write's answer, one it deleted is marked deleting at once. Until an
 informer's first LIST has returned, ``objects`` is None and observe LISTs as before.
+
+Inside, objects are the API server's JSON (``Obj``); ``Informers`` hands them out as the views of
+``kube.py`` (``jobs``, ``finished_pods``).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from atlasrun.cluster.operator import kube
 from atlasrun.cluster.wire.contract import ANNOTATION_INDEX, APP, LABEL_APP, LABEL_JOB_NAME, RUNNER
 
 log = logging.getLogger("atlasrun.informer")
@@ -30,7 +34,7 @@ RETRY_S = 2.0  # after a failed LIST or WATCH; doubles up to MAX_RETRY_S while t
 MAX_RETRY_S = 60.0
 FINISHED = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
 
-Obj = dict[str, Any]
+Obj = dict[str, Any]  # an object as a LIST or WATCH delivered it (trimmed)
 ListCall = Callable[..., Any]  # a kubernetes client list_namespaced_* method
 
 
@@ -257,18 +261,19 @@ class Informers:
         with self._lock:
             return self._by_namespace.get(namespace)
 
-    def jobs(self, namespace: str) -> list[Obj] | None:
+    def jobs(self, namespace: str) -> list[kube.Job] | None:
         pair = self._pair(namespace)
-        return None if pair is None else pair[0].objects()
+        jobs = None if pair is None else pair[0].objects()
+        return None if jobs is None else kube.jobs(jobs)
 
-    def finished_pods(self, namespace: str) -> dict[str, list[Obj]] | None:
+    def finished_pods(self, namespace: str) -> dict[str, list[kube.Pod]] | None:
         """The namespace's cached finished pods by Job name (None: not listed yet)."""
         pair = self._pair(namespace)
         pods = None if pair is None else pair[1].objects()
         if pods is None:
             return None
-        by_job: dict[str, list[Obj]] = {}
-        for pod in pods:
+        by_job: dict[str, list[kube.Pod]] = {}
+        for pod in kube.pods(pods):
             name = pod["metadata"]["labels"].get(LABEL_JOB_NAME)
             if name:
                 by_job.setdefault(name, []).append(pod)
@@ -290,7 +295,7 @@ class Informers:
         pair[0].update(name, deleting)
 
 
-def complete(pods: list[Obj], job: Mapping[str, Any]) -> bool:
+def complete(pods: Sequence[kube.Pod], job: kube.Job) -> bool:
     """Whether ``pods`` (cached) hold every finished attempt the Job's status counts."""
     status = job.get("status") or {}
     phases = [p["status"].get("phase") for p in pods]

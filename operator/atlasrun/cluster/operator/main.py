@@ -35,7 +35,7 @@ from typing import Any
 
 import kopf
 
-from atlasrun.cluster.operator import metrics
+from atlasrun.cluster.operator import kube, metrics
 from atlasrun.cluster.operator.act import Actor, Conflict
 from atlasrun.cluster.operator.informer import Informers
 from atlasrun.cluster.operator.leader import LeaderElector
@@ -68,7 +68,7 @@ class Controller:
         self.observer.health.on_change = self.wake
         self.actor = Actor(settings, informers=self.informers)
         self.leader = leader
-        self.runs: dict[str, dict[str, Any]] = {}
+        self.runs: dict[str, kube.AtlasRun] = {}
         self._generation: dict[str, int] = {}
         self._due: list[tuple[float, str]] = []
         self._scheduled: dict[str, float] = {}
@@ -119,7 +119,7 @@ class Controller:
                 and previous["metadata"].get("uid") == meta.get("uid")
             ):
                 return  # older than what our own write returned
-            self.runs[key] = json.loads(json.dumps(run))
+            self.runs[key] = kube.atlas_run(json.loads(json.dumps(run)))  # the AtlasRun enters here
             if previous is None:
                 self.informers.ensure(str(meta.get("namespace")))
             metrics.run_seen(run)

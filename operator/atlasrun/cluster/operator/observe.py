@@ -7,6 +7,8 @@ adopted), the pods of finished Jobs not yet counted (from the finished-pod infor
 attempts are not all there yet, one LIST of its pods: the last attempt of each completion index,
 its termination message, else the stored result in object storage) and, only while pods wait,
 the latest answer of what holds them (``health.py``, looked up off the pass).
+The API's objects are read as the typed views of ``kube.py`` (cast once, where they enter: the
+API reader, the informers' caches, the run as main.py holds it).
 Nothing here writes: a new task document missing from object storage is handed to ``decide``
 (``TasksObs.document``), which tells ``act`` to store it. The run's status is parsed once, into
 ``Snapshot.status`` (a ``RunStatus``); each item's outcome once, into an ``outcomes.Outcome``.
@@ -20,12 +22,13 @@ import hashlib
 import json
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from atlasrun.cluster.operator import kube
 from atlasrun.cluster.operator.egress import declared_egress
 from atlasrun.cluster.operator.health import PodHealth
 from atlasrun.cluster.operator.images import cluster_catalog, cluster_spec_problems, unpinned_images
@@ -77,7 +80,7 @@ MAX_STORES = 16  # object-store clients kept (one per location read)
 
 class ApiReader:
     """The reads observe makes, as plain JSON (the client's model classes cost seconds per
-    thousand objects)."""
+    thousand objects), typed as the views of ``kube.py``."""
 
     def __init__(self) -> None:
         from kubernetes import client
@@ -85,6 +88,8 @@ class ApiReader:
         self.core, self.batch = client.CoreV1Api(), client.BatchV1Api()
 
     def list(self, kind: str, namespace: str, **params: Any) -> list[dict[str, Any]]:
+        """A LIST's items as the API server sent them: Kubernetes objects enter here (``jobs`` and
+        ``pods`` view them; health.py reads Pending pods and Events raw)."""
         call = {
             "jobs": self.batch.list_namespaced_job,
             "pods": self.core.list_namespaced_pod,
@@ -93,9 +98,15 @@ class ApiReader:
         response = call(namespace, _preload_content=False, **params)
         return list(json.loads(response.data).get("items") or [])
 
-    def config_map(self, namespace: str, name: str) -> dict[str, Any]:
+    def jobs(self, namespace: str, **params: Any) -> Sequence[kube.Job]:
+        return kube.jobs(self.list("jobs", namespace, **params))
+
+    def pods(self, namespace: str, **params: Any) -> Sequence[kube.Pod]:
+        return kube.pods(self.list("pods", namespace, **params))
+
+    def config_map(self, namespace: str, name: str) -> kube.ConfigMap:
         response = self.core.read_namespaced_config_map(name, namespace, _preload_content=False)
-        return dict(json.loads(response.data))
+        return kube.config_map(dict(json.loads(response.data)))
 
 
 def now() -> str:
@@ -142,56 +153,57 @@ class Observer:
 
     # ------------------------------------------------------------------ the snapshot
 
-    def snapshot(self, run: Mapping[str, Any]) -> Snapshot:
+    def snapshot(self, run: kube.AtlasRun) -> Snapshot:
         meta = run["metadata"]
         name, namespace, uid = meta["name"], meta["namespace"], meta["uid"]
         spec = dict(run.get("spec") or {})
-        base: dict[str, Any] = {
-            "name": name,
-            "uid": uid,
-            "namespace": namespace,
-            "generation": int(meta.get("generation") or 0),
-            "spec": spec,
-            "now": now(),
-        }
+        base = Snapshot(
+            name=name,
+            uid=uid,
+            namespace=namespace,
+            generation=int(meta.get("generation") or 0),
+            spec=spec,
+            now=now(),
+            body=None,
+            status=RunStatus(),
+        )
         try:
-            base["status"] = RunStatus.from_data(
-                dict(run.get("status") or {}), f"AtlasRun {namespace}/{name} status"
-            )
+            status = RunStatus.from_data(dict(run.get("status") or {}), f"AtlasRun {namespace}/{name} status")
         except ValueError as exc:  # not ours to fix: counting on top of it would lose counts
             problem = ("InvalidStatus", f"the run's status cannot be read: {exc}")
-            return Snapshot(body=None, problems=(problem,), status=RunStatus(), **base)
-        status: RunStatus = base["status"]
+            return dataclasses.replace(base, problems=(problem,))
+        base = dataclasses.replace(base, status=status)
         try:
             body = RunSpecBody.model_validate(spec)
         except ValidationError as exc:
-            return Snapshot(body=None, problems=(("InvalidSpec", format_validation(exc)),), **base)
+            return dataclasses.replace(base, problems=(("InvalidSpec", format_validation(exc)),))
         if unsupported := cluster_spec_problems(body):
-            return Snapshot(body=None, problems=(("InvalidSpec", "; ".join(unsupported)),), **base)
+            return dataclasses.replace(base, problems=(("InvalidSpec", "; ".join(unsupported)),))
         body = with_default_queue(body, self.settings.default_queue)
-        base["results_uri"] = results_uri(body, name)
+        base = dataclasses.replace(base, body=body, results_uri=results_uri(body, name))
         refused = blocked(check(body, self.settings.policy, namespace))
         if refused:
-            return Snapshot(body=body, problems=(refused,), **base)
+            return dataclasses.replace(base, problems=(refused,))
         try:  # the NetworkPolicy is derived from these: a bad apiBase blocks here, not in act
             declared_egress(body, [], self.settings.s3_endpoint)
         except AtlasError as exc:
-            return Snapshot(body=body, problems=(("InvalidSpec", str(exc)),), **base)
-        base["catalog"] = catalog = cluster_catalog(body)
-        base["runner_image"] = runner_image = body.cluster.runner_image or self.settings.runner_image
+            return dataclasses.replace(base, problems=(("InvalidSpec", str(exc)),))
+        catalog = cluster_catalog(body)
+        runner_image = body.cluster.runner_image or self.settings.runner_image
+        base = dataclasses.replace(base, catalog=catalog, runner_image=runner_image)
         if not runner_image:
             problem = ("NoRunnerImage", "set spec.cluster.runnerImage (or the operator's default)")
-            return Snapshot(body=body, problems=(problem,), **base)
+            return dataclasses.replace(base, problems=(problem,))
         unpinned = unpinned_images(body, catalog, runner_image=runner_image)
         if unpinned and not body.cluster.allow_unpinned_images:
             message = (
                 f"images must be pinned by digest (name@sha256:...): {', '.join(unpinned)}; "
                 "set spec.cluster.allowUnpinnedImages to accept tags"
             )
-            return Snapshot(body=body, problems=(("UnpinnedImage", message),), **base)
+            return dataclasses.replace(base, problems=(("UnpinnedImage", message),))
         tasks = self._tasks_obs(body, catalog, namespace, uid, status)
         if tasks.error:
-            return Snapshot(body=body, tasks=tasks, **base)
+            return dataclasses.replace(base, tasks=tasks)
         jobs = self._jobs(namespace, name, uid, status)
         health = self.health.check(namespace, name, jobs)
         queued = [j.name for j in jobs if j.suspended and not j.finished and not j.deleting]
@@ -201,8 +213,8 @@ class Observer:
             deactivated = tuple(inactive(workloads, queued))  # decide reactivates them (resumed)
             waiting = None if deactivated else pending(workloads, queued)  # Kueue has not admitted them
             health = (waiting, *health) if waiting else health
-        return Snapshot(
-            body=body, tasks=tasks, jobs=tuple(jobs), health=health, inactive_workloads=deactivated, **base
+        return dataclasses.replace(
+            base, tasks=tasks, jobs=tuple(jobs), health=health, inactive_workloads=deactivated
         )
 
     def forget(self, uid: str, key: str) -> None:
@@ -322,9 +334,9 @@ class Observer:
         selector = ",".join(f"{k}={v}" for k, v in run_labels(run).items())
         done = {m: parse_ranges(s.chunks_done) for m, s in status.models.items()}
         jobs: list[JobObs] = []
-        to_count: list[tuple[int, dict[str, Any]]] = []  # finished, not yet counted: read their pods
+        to_count: list[tuple[int, kube.Job]] = []  # finished, not yet counted: read their pods
         cached = self.informers.jobs(namespace) if self.informers is not None else None
-        listed = cached if cached is not None else self.api.list("jobs", namespace, label_selector=selector)
+        listed = cached if cached is not None else self.api.jobs(namespace, label_selector=selector)
         for job in listed:
             meta = job["metadata"]
             if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run):
@@ -371,16 +383,13 @@ class Observer:
             jobs[position] = dataclasses.replace(obs, outcomes=outcomes, outcomes_error=error)
         return jobs
 
-    def _finished_pods(
-        self, namespace: str, selector: str, jobs: int
-    ) -> dict[str, list[dict[str, Any]]] | None:
+    def _finished_pods(self, namespace: str, selector: str, jobs: int) -> dict[str, list[kube.Pod]] | None:
         """The run's finished pods by Job name: one LIST for every Job counted in this pass (None:
         one Job to count, its own LIST is smaller)."""
         if jobs < 2:
             return None
-        by_job: dict[str, list[dict[str, Any]]] = {}
-        for pod in self.api.list(
-            "pods",
+        by_job: dict[str, list[kube.Pod]] = {}
+        for pod in self.api.pods(
             namespace,
             label_selector=selector,
             field_selector="status.phase!=Pending,status.phase!=Running",
@@ -391,19 +400,19 @@ class Observer:
         return by_job
 
     def _outcomes(
-        self, namespace: str, job: Mapping[str, Any], obs: JobObs, pods: list[dict[str, Any]] | None = None
+        self, namespace: str, job: kube.Job, obs: JobObs, pods: Sequence[kube.Pod] | None = None
     ) -> tuple[dict[int, Outcome] | None, str | None]:
         """Each index's outcome: its last attempt's termination message, else the stored result
         (``pods``: the Job's finished pods; None: LIST them)."""
         if pods is None:
-            pods = self.api.list("pods", namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
-        last: dict[int, dict[str, Any]] = {}
-        last_ok: dict[int, dict[str, Any]] = {}
+            pods = self.api.pods(namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
+        last: dict[int, kube.Pod] = {}
+        last_ok: dict[int, kube.Pod] = {}
         for pod in pods:
             index = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_INDEX)
             if index is None or not index.isdigit():
                 continue
-            key = (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
+            key = _pod_key(pod)
             i = int(index)
             if i not in last or key > _pod_key(last[i]):
                 last[i] = pod
@@ -415,7 +424,7 @@ class Observer:
         outcomes: dict[int, Outcome] = {}  # item position in the chunk -> its outcome
         missing: list[int] = []
         for i in range(obs.completions):
-            attempt: dict[str, Any] | None
+            attempt: kube.Pod | None
             if i in obs.completed:
                 attempt, failed = last_ok.get(i) or last.get(i), False
             elif i in obs.failed_indexes:
@@ -478,11 +487,12 @@ class Observer:
         return plan
 
 
-def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+def _pod_key(pod: kube.Pod) -> tuple[str, str]:
+    """Attempts of one index, oldest first."""
     return (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
 
 
-def _runner_message(pod: Mapping[str, Any]) -> str | None:
+def _runner_message(pod: kube.Pod) -> str | None:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         terminated = (status.get("state") or {}).get("terminated") or {}
         if status.get("name") == RUNNER and terminated.get("message"):
@@ -490,7 +500,7 @@ def _runner_message(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _pod_failure(pod: Mapping[str, Any] | None) -> str | None:
+def _pod_failure(pod: kube.Pod | None) -> str | None:
     if not pod:
         return None
     st = pod.get("status") or {}
@@ -507,7 +517,7 @@ def _positions(unit: WorkUnit | None, index: int) -> list[int]:
         return []
 
 
-def _unit_of(job: Mapping[str, Any]) -> WorkUnit | None:
+def _unit_of(job: kube.Job) -> WorkUnit | None:
     for container in job["spec"]["template"]["spec"].get("containers") or []:
         for env in container.get("env") or []:
             if env.get("name") == ENV_WORK_UNIT and env.get("value"):

@@ -128,7 +128,8 @@ class Snapshot:
     inactive_workloads: tuple[str, ...] = ()  # Kueue Workloads of queued Jobs seen deactivated
     # What act needs to render the run's objects (decide reads none of it):
     namespace: str = ""
-    spec: Mapping[str, Any] = field(default_factory=dict)  # as the user wrote it (the pods' run.yaml)
+    # The AtlasRun's spec as the user wrote it (kube.AtlasRun's): leaves as the pods' run.yaml.
+    spec: Mapping[str, Any] = field(default_factory=dict)
     catalog: Catalog | None = None
     runner_image: str | None = None
 
@@ -188,12 +189,14 @@ class Decision:
 
     @functools.cached_property
     def status(self) -> dict[str, Any]:
-        """The desired status as the API server stores it (camelCase, only the fields set)."""
+        """The desired status as the API server stores it (camelCase, only the fields set): the
+        JSON that leaves (status_dump)."""
         return status_dump(self.desired)
 
     @functools.cached_property
     def status_patch(self) -> dict[str, Any]:
-        """The top-level fields whose dumped value differs from the observed one: empty, no write."""
+        """The top-level fields whose dumped value differs from the observed one: empty, no write
+        (the body of act's status patch: outgoing JSON)."""
         return status_patch(self.observed, self.desired)
 
 
@@ -276,7 +279,7 @@ def budgets(body: RunSpecBody, remaining: Mapping[str, int]) -> dict[str, int]:
 def decide(s: Snapshot) -> Decision:
     old = s.status
     d = Decision(observed=old)
-    fields: dict[str, Any] = {
+    fields: dict[str, object] = {  # RunStatus's, validated at the end (_finish)
         "observed_generation": s.generation,
         "results_uri": s.results_uri or old.results_uri,
         "start_time": old.start_time or s.now,
@@ -553,7 +556,7 @@ def _failure(body: RunSpecBody, models: Mapping[str, ModelStatus]) -> tuple[str,
 def _finish(
     d: Decision,
     s: Snapshot,
-    fields: dict[str, Any],
+    fields: dict[str, object],
     *,
     blocked: tuple[str, str] | None,
     done: bool,
