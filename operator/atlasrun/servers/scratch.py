@@ -123,6 +123,7 @@ class DataCopy:
         self.shared = [rel.strip("/") for rel in shared or []]
         self._clock = clock
         self._record: dict[str, Stat] = {}
+        self._adopted_extra: set[str] = set()
         self.copied = 0  # entries copied from the source over this copy's life (benchmarks, tests)
 
     def create(self) -> None:
@@ -141,6 +142,12 @@ class DataCopy:
         made (a pod's seed container), possibly with files its servers wrote at start-up (those
         are removed when changed, not restored: the source has none)."""
         self._take_record()
+        # Entries the source never had (servers' start-up writes): removed when changed, not restored.
+        self._adopted_extra = {
+            rel
+            for rel in self._record
+            if not (self.source / rel).is_symlink() and not (self.source / rel).exists()
+        }
 
     def _left_out(self, directory: str, names: list[str]) -> set[str]:
         if not self.shared:
@@ -178,7 +185,7 @@ class DataCopy:
         for rel in record:  # parents first: a restored directory brings back what is under it
             if (rel in gone or rel not in now) and not _under(rel, restored):
                 source, target = self.source / rel, self.target / rel
-                if not source.is_symlink() and not source.exists():
+                if rel in self._adopted_extra:
                     continue  # made after the copy (adopt), not from the source
                 if source.is_symlink():
                     os.symlink(os.readlink(source), target)
