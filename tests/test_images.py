@@ -370,6 +370,18 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
 
 # ---------------------------------------------------------------- the sidecar entrypoint
 
+# The MCP handshake's first request, as a client sends it to a sidecar's /mcp.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "atlasrun-tests", "version": "0"},
+    },
+}
+
 
 def _rpc(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
     """One JSON-RPC message; the reply (from JSON or the first SSE event), {} for a notification."""
@@ -437,16 +449,7 @@ def test_sidecar_serves_the_server_over_streamable_http(
                     response = client.post(
                         url,
                         headers=headers,
-                        json={
-                            "jsonrpc": "2.0",
-                            "id": 1,
-                            "method": "initialize",
-                            "params": {
-                                "protocolVersion": "2025-06-18",
-                                "capabilities": {},
-                                "clientInfo": {"name": "test-images", "version": "0"},
-                            },
-                        },
+                        json=INITIALIZE,
                     )
                     break
                 except httpx.TransportError:

@@ -30,7 +30,7 @@ import pytest
 
 from atlasrun.servers.catalog import load_catalog
 from atlasrun.servers.instance import free_port
-from test_images import IMAGES, _rpc, _server, context
+from test_images import IMAGES, INITIALIZE, _rpc, _server, context
 
 SIDECAR = IMAGES / "mcp-server" / "sidecar.py"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -174,16 +174,7 @@ def _initialize(client: httpx.Client, url: str) -> dict[str, str]:
     response = client.post(
         url,
         headers=HEADERS,
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test-sidecar-control", "version": "0"},
-            },
-        },
+        json=INITIALIZE,
     )
     response.raise_for_status()
     session = {**HEADERS, "mcp-session-id": response.headers["mcp-session-id"]}
