@@ -141,7 +141,10 @@ def test_killed_sidecar_restarts_and_the_item_is_counted_once(node_run_env: Node
     # What happens (observed here; the issue expected an infrastructure error and a retry): the
     # kubelet restarts the native sidecar, the runner's next call reaches the restarted server, and
     # the item is scored in the same pod, once, with no retry.
-    assert [(phase, code) for _, phase, code, _ in outcome] == [("Succeeded", 0)], outcome
+    # One pod, its runner exited 0. Its phase may still read Running: the operator deletes a counted
+    # pod, and the recorder's last look can fall between the runner's exit and the sidecars' stop.
+    assert [code for _, _, code, _ in outcome] == [0], outcome
+    assert all(phase in ("Running", "Succeeded") for _, phase, _, _ in outcome), outcome
     assert starts[target] == 1, starts
 
 

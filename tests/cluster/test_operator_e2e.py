@@ -323,8 +323,9 @@ def test_items_per_pod_runs_several_items_in_one_pod_with_real_servers(env: dict
     status = run["status"]
     assert status["phase"] == "Succeeded" and status["progress"] == "12/12", status
     models = status["models"]
-    assert (models["sharp"]["scored"], models["sharp"]["passed"]) == (6, 6), models["sharp"]
-    assert (models["sloppy"]["scored"], models["sloppy"]["passed"]) == (6, 3), models["sloppy"]
+    unscored = _unscored_results(env["s3"], "e2e/batched/tasks/")
+    assert (models["sharp"]["scored"], models["sharp"]["passed"]) == (6, 6), (models["sharp"], unscored)
+    assert (models["sloppy"]["scored"], models["sloppy"]["passed"]) == (6, 3), (models["sloppy"], unscored)
     # 2 models x 2 Jobs x 2 pods, not 12; a pod the Job retried (an infrastructure failure on a
     # loaded host, e.g. a server slow to start again between items) adds one, and changes no count.
     assert 8 <= len(node.ran) - pods_before < 12, node.ran[pods_before:]
@@ -354,6 +355,19 @@ def test_invalid_field_is_rejected_by_the_api_server(env: dict[str, Any]) -> Non
     response = env["api"].post(f"{GROUP_PATH}/namespaces/{env['namespace']}/atlasruns", json=manifest)
     assert response.status_code == 422
     assert "spec.parallelism" in response.json()["message"]
+
+
+def _unscored_results(s3: str, prefix: str) -> list[tuple[str, str, str | None, str | None]]:
+    """(key, status, error kind, reason) of each stored result that is not ``scored``: a failing
+    count then says which item went wrong, and why."""
+    client = s3_client(s3)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="results", Prefix=prefix).get("Contents", [])]
+    found = []
+    for key in keys:
+        record = json.loads(client.get_object(Bucket="results", Key=key)["Body"].read())
+        if record.get("status") != "scored":
+            found.append((key, record.get("status"), record.get("error_kind"), record.get("reason")))
+    return found
 
 
 def _first_turns(provider: ScriptedProvider, since: int) -> list[tuple[str, str]]:

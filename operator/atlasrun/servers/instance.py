@@ -10,6 +10,7 @@ instance lives for one task (fresh, stateful servers) or for the whole run
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import re
 import shutil
 import socket
 import sys
+import threading
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -109,18 +111,28 @@ def with_secrets(spec: ServerSpec, texts: list[str]) -> list[str]:
     return [_SECRET_REF.sub(value, text) for text in texts]
 
 
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=4096)
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (for servers this process starts), below the kernel's
     ephemeral range: a port the kernel hands out as free is also the next source port of any
-    outgoing connection, which can take it before the server binds it."""
+    outgoing connection, which can take it before the server binds it. A port is not handed out
+    twice in a row of 4096: two servers started at once (a pod's sidecars, threads) would
+    otherwise both get a port the first has not bound yet, and one would reach the other."""
     low = _ephemeral_low()
-    for _ in range(50):
-        port = random.randrange(max(1024, low - 12000), low)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+    with _HANDED_OUT_LOCK:
+        for _ in range(50):
+            port = random.randrange(max(1024, low - 12000), low)
+            if port in _HANDED_OUT:
                 continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.append(port)
             return port
     with socket.socket() as sock:  # a crowded low range: the kernel's pick, race and all
         sock.bind(("127.0.0.1", 0))
