@@ -16,7 +16,7 @@ help:
 	@echo "make check  - lint, format, import layers, types and the unit tests (no servers, cluster or network)"
 	@echo "make test   - install everything and run the whole test suite"
 	@echo "make bench  - harness overhead, server start-up and throughput vs. a floor measured in the same run"
-	@echo "make fuzz   - 6,000 seeded hostile cases (task/run files, special files, YAML tags, bad Unicode, huge/nested values, damaged results dirs); prints the counts"
+	@echo "make fuzz   - 6,000 seeded hostile cases (task/run files, special files, YAML tags, bad Unicode, huge/nested values, damaged results dirs), then 300 through atlas run --limit 1; prints the counts"
 
 $(DEPS_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -162,10 +162,13 @@ SWEEP ?= 20x500x3
 bench-operator: venv controlplane chart-tools
 	$(BIN)/python bench/operator_load.py --sweep $(SWEEP) $(if $(KCM_QPS),--kcm-qps $(KCM_QPS))
 
-# Seeded (same cases every time): 0 tracebacks, 0 hangs, every error naming file, row and field.
-# The test suite runs 480 of the same cases, 40 per class (tests/test_fuzz.py).
+# Seeded (same cases every time): 0 tracebacks, 0 hangs, every error naming file, row and field;
+# then `atlas run --limit 1` (replay agent, real servers) on FUZZ_RUN_CASES of the same kinds of
+# input: exit codes from the README's table, process tree under 1 GB, nothing written on exit 2.
+# The test suite runs 480 validate cases (40 per class) and 26 run cases (2 per class; tests/test_fuzz.py).
 fuzz: venv
-	$(BIN)/python tests/fuzz/fuzz_validate.py --cases $(or $(FUZZ_CASES),6000)
+	$(BIN)/python tests/fuzz/fuzz_validate.py --cases $(or $(FUZZ_CASES),6000); validate=$$?; \
+	$(BIN)/python tests/fuzz/fuzz_run.py --cases $(or $(FUZZ_RUN_CASES),300) && exit $$validate
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -73,6 +73,7 @@ CLASSES = (*FORMATS, *VALIDATE_CLASSES, "results")
 GB = 1024**3
 MEMORY_KILL = 2 * GB  # a case's child past this peak RSS is killed: a runaway case cannot take the machine
 POLL_S = 0.05
+BULKY = 1024**2  # a YAML document larger than this (as JSON) is written as JSON
 ROW_ERROR = re.compile(
     r"^error: (?P<file>[^ ]+) (row|line|task) \d+(, item \d+)?(, task .+?)?, field .+?: .+"
 )
@@ -280,10 +281,13 @@ def _dump(fmt: str, doc: Any, rng: random.Random) -> bytes:
         return "".join(json.dumps(r, default=str) + "\n" for r in lines).encode("utf-8", "surrogatepass")
     if fmt == "json":
         return json.dumps(doc, default=str).encode("utf-8", "surrogatepass")
+    as_json = json.dumps(doc, default=str).encode()  # JSON is YAML too
+    if len(as_json) > BULKY:  # PyYAML's emitter takes seconds per megabyte
+        return as_json
     try:
         return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode("utf-8", "surrogatepass")
     except (yaml.YAMLError, RecursionError, ValueError):
-        return json.dumps(doc, default=str).encode()  # JSON is YAML too
+        return as_json
 
 
 def _seed_doc(fmt: str) -> Any:
@@ -309,49 +313,65 @@ class Case:
     base_keys: set[tuple[str, str, int]] = field(default_factory=set)  # results: the undamaged items
 
 
-def _write_case(fmt: str, doc: Any, rng: random.Random, folder: Path, data: bytes | None = None) -> Path:
+SeedDoc = Callable[[str], Any]  # a format -> a valid document of it, which the case mutates
+
+
+def _write_case(
+    fmt: str,
+    doc: Any,
+    rng: random.Random,
+    folder: Path,
+    data: bytes | None = None,
+    seeds: SeedDoc = _seed_doc,
+) -> Path:
     suffix = {"run": "yaml"}.get(fmt, fmt)
     path = folder / f"{'run' if fmt == 'run' else 'tasks'}.{suffix}"
     path.write_bytes(_dump(fmt, doc, rng) if data is None else data)
     if fmt == "run":  # the task file it points at: valid, or itself a mutated one
-        tasks_doc = _seed_doc("yaml") if rng.random() < 0.7 else mutate_structure(_seed_doc("yaml"), rng)
+        tasks_doc = seeds("yaml") if rng.random() < 0.7 else mutate_structure(seeds("yaml"), rng)
         (folder / "tasks.yaml").write_bytes(_dump("yaml", tasks_doc, rng))
     return path
 
 
-def make_case(index: int, seed: int, root: Path) -> Case:
+def make_case(
+    index: int, seed: int | str, root: Path, cls: str | None = None, seeds: SeedDoc = _seed_doc
+) -> Case:
+    """Case ``index`` of class ``cls`` (by default the index's turn in ``CLASSES``), mutated from the
+    valid documents ``seeds`` gives (by default ``atlas validate``'s)."""
     rng = random.Random(f"{seed}:{index}")
-    cls = CLASSES[index % len(CLASSES)]
+    cls = cls or CLASSES[index % len(CLASSES)]
     folder = root / f"case{index}"
     folder.mkdir()
+
+    def write(fmt: str, doc: Any, data: bytes | None = None) -> Path:
+        return _write_case(fmt, doc, rng, folder, data, seeds)
+
     if cls in FORMATS:
-        doc = _seed_doc(cls)
+        doc = seeds(cls)
         for _ in range(rng.randint(0 if rng.random() < 0.3 else 1, 3)):
             doc = mutate_structure(doc, rng)
         data = _dump(cls, doc, rng)
         if rng.random() < 0.45:
             data = mutate_bytes(data, rng, cls)
-        return Case(index, cls, _write_case(cls, doc, rng, folder, data))
+        return Case(index, cls, write(cls, doc, data))
     if cls == "results":
         return Case(index, cls, folder)
     fmt = rng.choice(("yaml", "run")) if cls == "tagged" else rng.choice(FORMATS)
-    doc = _seed_doc(fmt)
+    doc = seeds(fmt)
     if cls == "special":
         target = folder / f"{'run' if fmt == 'run' else 'tasks'}.{ {'run': 'yaml'}.get(fmt, fmt) }"
-        return Case(
-            index, cls, make_special(folder, rng, target, lambda: _write_case(fmt, doc, rng, folder) and None)
-        )
+        return Case(index, cls, make_special(folder, rng, target, lambda: write(fmt, doc) and None))
     if cls == "tagged":
         text = _dump(fmt, doc, rng).decode("utf-8", "surrogatepass")
         return Case(
             index,
             cls,
-            _write_case(fmt, doc, rng, folder, tag_yaml(text, rng).encode("utf-8", "surrogatepass")),
+            write(fmt, doc, tag_yaml(text, rng).encode("utf-8", "surrogatepass")),
         )
     if cls == "unicode" and rng.random() < 0.3:
-        return Case(index, cls, _write_case(fmt, doc, rng, folder, corrupt_utf8(_dump(fmt, doc, rng), rng)))
+        return Case(index, cls, write(fmt, doc, corrupt_utf8(_dump(fmt, doc, rng), rng)))
     mutated = mutate_class(cls, doc, rng)
-    return Case(index, cls, _write_case(fmt, mutated, rng, folder, expand(_dump(fmt, mutated, rng), rng)))
+    return Case(index, cls, write(fmt, mutated, expand(_dump(fmt, mutated, rng), rng)))
 
 
 class Hang(Exception):

@@ -13,6 +13,8 @@
   100,000 digits or an out-of-range float, or by a structure nested 1,000 to 200,000 deep (JSON
   and flow YAML; inside a CSV field it is text).
 
+``atlas run`` also gets ``bulky``: a string field 1 to 50 MB long (``fuzz_run``).
+
 ``results``: a results directory (imported, so no servers) damaged on disk — invalid UTF-8,
 garbage and truncated lines, tampered typed fields (the structural mutations of
 ``fuzz_validate``), records of other models/tasks/repeats, deleted or corrupt per-task records,
@@ -161,9 +163,21 @@ def _set(doc: Any, path: tuple[Any, ...], make: Callable[[Any], Any]) -> None:
         parent[last] = make(parent[last])
 
 
+def bulky_text(rng: random.Random) -> str:
+    """Plain text of 1 to 50 MB: a field an outside generator filled (issue 24: 50 MB fields)."""
+    size = rng.choice([1, 10, 50]) * 1024**2
+    sentence = "Lorem ipsum dolor sit amet, the sum is 42. "
+    return (sentence * (size // len(sentence) + 1))[:size]
+
+
 def mutate_class(cls: str, doc: Any, rng: random.Random) -> Any:
     """``doc`` (a copy) with one change of class ``cls`` at a random place."""
     doc = copy.deepcopy(doc)
+    if cls == "bulky":  # a string value (not a key) becomes megabytes long
+        values = [p for p in _string_paths(doc) if not (p and isinstance(p[-1], tuple))]
+        if values:
+            _set(doc, rng.choice(values), lambda old: bulky_text(rng))
+        return doc
     if cls == "unicode":
         paths = _string_paths(doc)
         if paths:

@@ -26,11 +26,13 @@ from atlasrun.tasks.fields import (
     parse_openai_trajectory,
     parse_tool_list,
 )
-from atlasrun.tasks.files import TASK_FILE_LIMIT, check_user_file, read_user_file
+from atlasrun.tasks.files import DOCUMENT_LIMIT, TASK_FILE_LIMIT, check_user_file, read_user_file
 from atlasrun.tasks.hub import fetch_dataset, is_hub_source
 from atlasrun.tasks.model import Task
+from atlasrun.tasks.sizes import oversized
 
 ATLAS_COLUMNS = ("TASK", "PROMPT", "ENABLED_TOOLS", "GTFA_CLAIMS", "TRAJECTORY")
+YAML_WHAT = "YAML task file (write larger task sets as JSON, JSONL, CSV or Parquet)"
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ def atlas_row_to_task(row: dict[str, Any], where: str) -> Task:
         source=where,
     )
     _check_trajectory_tools(task, "TRAJECTORY")
+    _check_sizes(task, atlas_row=True)
     return task
 
 
@@ -156,6 +159,7 @@ def native_row_to_task(row: dict[str, Any], where: str) -> Task:
         if name not in task.enabled_tools:
             raise _RowError("distractors", f"{name!r} is not in enabled_tools")
     _check_trajectory_tools(task, "reference_trajectory")
+    _check_sizes(task, atlas_row=False)
     return task
 
 
@@ -169,6 +173,11 @@ def _check_field_names(row: dict[str, Any]) -> None:
         if key not in NATIVE_FIELDS:
             hint = did_you_mean(str(key), NATIVE_FIELDS) or f" (fields: {', '.join(NATIVE_FIELDS)})"
             raise _RowError(str(key), f"unknown field{hint}")
+
+
+def _check_sizes(task: Task, atlas_row: bool) -> None:
+    if found := oversized(task, atlas_row):
+        raise _RowError(*found)
 
 
 def _check_trajectory_tools(task: Task, field_name: str) -> None:
@@ -302,7 +311,10 @@ def read_rows(path: Path) -> Iterator[tuple[str, Row]]:
     elif suffix == ".parquet":
         yield from _parquet_rows(path)
     elif suffix in (".yaml", ".yml", ".json"):
-        text = decode(_read(path), str(path))
+        # PyYAML composes in Python: a long scalar costs ~20 bytes of memory per byte (a 50 MB
+        # field: 1 GB, 20 s), so a YAML task file is bounded like a run file.
+        what, limit = ("task file", TASK_FILE_LIMIT) if suffix == ".json" else (YAML_WHAT, DOCUMENT_LIMIT)
+        text = decode(read_user_file(path, what, limit), str(path))
         if suffix == ".json":
             doc = load_json(text, str(path))
             lines = json_item_lines(text)
