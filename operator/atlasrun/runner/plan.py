@@ -35,6 +35,19 @@ class Plan:
     dropped_tools: dict[str, list[str]] = field(default_factory=dict)
     # Ids asked for (spec.tasks.ids, --task) that match no loaded task, each with a "did you mean".
     unknown_ids: list[str] = field(default_factory=list)
+    source: str = ""  # where the tasks came from (a file or a dataset), for messages
+    loaded: int = 0  # tasks read from the source (rejected rows not counted)
+
+    def why_nothing(self) -> str:
+        """Why the plan has no task, naming the source and the setting that emptied it."""
+        if self.unknown_ids:
+            return "fix the ids above"
+        if not self.loaded:
+            rejected = f" ({len(self.rejected)} row(s) rejected above)" if self.rejected else ""
+            return f"{self.source} has no task to run{rejected}"
+        if self.excluded:
+            return f"every selected task of {self.source} was excluded (above)"
+        return f"spec.tasks selects none of the {self.loaded} task(s) in {self.source}"
 
     def surface(self, task: Task) -> list[str]:
         """The tools ``task`` is offered in this run (its enabled tools minus dropped distractors)."""
@@ -121,7 +134,13 @@ def plan_run(spec: RunSpec) -> Plan:
         if not isinstance(path, Path) or exc.where != str(path) or run_file is None:
             raise
         raise InputError(f"spec.tasks.path: {exc}", where=run_file) from exc
-    plan = Plan(catalog=catalog, enabled_servers=list(enabled), rejected=loaded.rejected)
+    plan = Plan(
+        catalog=catalog,
+        enabled_servers=list(enabled),
+        rejected=loaded.rejected,
+        source=str(path),
+        loaded=len(loaded.tasks),
+    )
     tasks = loaded.tasks
     if spec.spec.tasks.ids is not None:
         wanted = set(spec.spec.tasks.ids)
