@@ -1,4 +1,7 @@
-"""Deterministic judge speed per claim over the shipped labelled pairs (goal: < 1 ms).
+"""Deterministic judge speed per claim over the shipped labelled pairs (goal: < 1 ms), then how
+reading one answer scales with its length (goal: time per KB at 100 KB within 1.5x of at 10 KB;
+700 KB is shown, not held to it: blanking each figure found still copies the text once. A
+quadratic reader took 188 s on a 688 KB answer).
 
     .venv/bin/python bench/judge_speed.py
 
@@ -35,6 +38,22 @@ def main() -> None:
         mean = sum(samples) / len(samples)
         p99 = samples[int(0.99 * len(samples))]
         print(f"{clock.__name__}: {len(samples)} claims, mean {mean * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us")
+    scaling(" ".join(p.answer for p in pairs))
+
+
+def scaling(corpus: str) -> None:
+    """CPU time to read one answer of 10 KB to 700 KB cut from the labelled answers."""
+    print("answer KB | read CPU s | ms per KB | vs 10 KB")
+    base = 0.0
+    for kb in (10, 100, 700):
+        text = (corpus * (kb * 1024 // len(corpus) + 1))[: kb * 1024]
+        read.cache_clear()
+        began = time.thread_time()
+        read(text)
+        spent = time.thread_time() - began
+        per_kb = spent / kb
+        base = base or per_kb
+        print(f"{kb:9} | {spent:10.2f} | {per_kb * 1e3:9.2f} | {per_kb / base:7.2f}x")
 
 
 if __name__ == "__main__":

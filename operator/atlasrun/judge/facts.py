@@ -120,6 +120,19 @@ def _blank(text: str, start: int, end: int) -> str:
     return text[:start] + " " * (end - start) + text[end:]
 
 
+def _blank_all(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with every span blanked, in one pass (a copy per span made long answers quadratic)."""
+    if not spans:
+        return text
+    parts, at = [], 0
+    for start, end in sorted(spans):
+        start = max(start, at)
+        if end > start:
+            parts += [text[at:start], " " * (end - start)]
+            at = end
+    return "".join([*parts, text[at:]])
+
+
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DATE_PATTERNS = [
     (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", re.I), "ymd"),
@@ -161,6 +174,7 @@ _WORD = re.compile(r"[A-Za-z][\w'&-]*")
 def _dates(text: str) -> tuple[list[Date], str]:
     found: list[Date] = []
     for pattern, kind in _DATE_PATTERNS:
+        spans: list[tuple[int, int]] = []  # blanked after each pattern: the next one sees them blank
         for m in pattern.finditer(text):
             if not m.group(0).strip():
                 continue
@@ -185,7 +199,8 @@ def _dates(text: str) -> tuple[list[Date], str]:
                 continue
             swappable = kind == "dmy/" and "/" in m.group(0) and day != month and max(day or 0, month) <= 12
             found.append(Date(year, month, day, m.group(0), m.start(), swappable))
-            text = _blank(text, m.start(), m.end())
+            spans.append((m.start(), m.end()))
+        text = _blank_all(text, spans)
     return found, text
 
 
@@ -257,6 +272,7 @@ def _delocalize(text: str) -> str:
 def _ids(text: str) -> tuple[list[str], str]:
     found: list[str] = []
     for pattern in _ID_PATTERNS:
+        spans: list[tuple[int, int]] = []  # blanked after each pattern: the next one sees them blank
         for m in pattern.finditer(text):
             token = m.group(0).rstrip(".")
             if not token.strip() or _NOT_ID.match(token):
@@ -264,7 +280,8 @@ def _ids(text: str) -> tuple[list[str], str]:
             if pattern is _ID_PATTERNS[-2] and not re.search(r"[A-Za-z_/]", token):
                 continue  # 1.5 or 3,4 is a number, not an identifier
             found.append(token.lower())
-            text = _blank(text, m.start(), m.start() + len(token))
+            spans.append((m.start(), m.start() + len(token)))
+        text = _blank_all(text, spans)
     return found, text
 
 
@@ -305,6 +322,9 @@ def _number_words(text: str) -> str:
     )
 
 
+_SIGN_AFTER = re.compile(r"\s?([$€£])")  # "20 $": the currency after the figure
+
+
 def _quantities(text: str) -> tuple[list[Quantity], str]:
     found: list[Quantity] = []
     for m in _NUMBER.finditer(text):
@@ -332,9 +352,9 @@ def _quantities(text: str) -> tuple[list[Quantity], str]:
                 unit = _UNIT_WORD.match(text, end)
         code = _CODE_BEFORE.search(text, max(0, m.start() - 5), m.start())
         money = CURRENCIES.get(currency or "") or (CURRENCIES[code.group(1).lower()] if code else None)
-        sign_after = re.match(r"\s?([$€£])", text[end:])
+        sign_after = _SIGN_AFTER.match(text, end)
         if sign_after and not money:
-            money, end = CURRENCIES[sign_after.group(1)], end + sign_after.end()
+            money, end = CURRENCIES[sign_after.group(1)], sign_after.end()
             unit = None
         if unit and unit.group(1).split(" ")[0].lower() in CURRENCIES:
             money = CURRENCIES[unit.group(1).split(" ")[0].lower()]
@@ -489,7 +509,12 @@ def _names_and_content(facts: Facts, work: str, claim: bool) -> None:
         gap = work[last_end : m.start()]
         if phrase and (gap.strip() or len(gap) > 1 or "\n" in gap):
             close()
-        if re.search(r"[.!?:;]\s*$", work[: m.start()]) or m.start() == 0 or not work[: m.start()].strip():
+        # A sentence starts after . ! ? : ; and any blank space, or at the text's start. (Looking
+        # back from the token, not searching the whole prefix: that made reading quadratic.)
+        before = m.start()
+        while before > 0 and work[before - 1].isspace():
+            before -= 1
+        if before == 0 or work[before - 1] in ".!?:;":
             sentence_start = True
         low = word.lower()
         name_like = (bool(phrase) and len(word) == 1 and word.isupper()) or (
