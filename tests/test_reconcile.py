@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from atlasrun.cluster.operator.observe import pod_cost
 from atlasrun.cluster.operator.outcomes import Outcome, outcome_of
 from atlasrun.cluster.operator.reconcile import (
     Decision,
@@ -23,6 +24,7 @@ from atlasrun.cluster.operator.reconcile import (
 )
 from atlasrun.cluster.wire.contract import TasksRef
 from atlasrun.cluster.wire.records import TaskSummary
+from atlasrun.cluster.wire.usage import PodCost
 from atlasrun.runspec.run import RunSpecBody
 
 SHA = "ab" * 32
@@ -389,7 +391,12 @@ def test_watched_pods_keep_what_counting_reads_and_say_when_every_attempt_is_the
     from atlasrun.cluster.operator.observe import Observer
 
     def pod(name: str, index: int, phase: str, created: str, message: dict[str, Any]) -> dict[str, Any]:
-        terminated = {"exitCode": 0 if phase == "Succeeded" else 1, "message": json.dumps(message)}
+        terminated = {
+            "exitCode": 0 if phase == "Succeeded" else 1,
+            "message": json.dumps(message),
+            "startedAt": created.replace(":00Z", ":05Z"),
+            "finishedAt": created.replace(":00Z", ":30Z"),
+        }
         return {
             "metadata": {
                 "name": name,
@@ -402,6 +409,7 @@ def test_watched_pods_keep_what_counting_reads_and_say_when_every_attempt_is_the
             "spec": {"containers": [{"name": "runner", "image": "reg/runner@sha256:00"}]},
             "status": {
                 "phase": phase,
+                "startTime": created,
                 "reason": "Evicted" if phase == "Failed" else None,
                 "containerStatuses": [
                     {"name": "mcp-git", "state": {"terminated": {"message": "sidecar"}}},
@@ -412,8 +420,16 @@ def test_watched_pods_keep_what_counting_reads_and_say_when_every_attempt_is_the
 
     pods = [
         pod("j-0-a", 0, "Failed", "2026-01-01T00:00:00Z", {"status": "error", "error_kind": "infra"}),
-        pod("j-0-b", 0, "Succeeded", "2026-01-01T00:01:00Z", {"status": "scored", "passed": True}),
-        pod("j-1-a", 1, "Succeeded", "2026-01-01T00:00:00Z", {"status": "scored", "passed": False}),
+        pod(
+            "j-0-b",
+            0,
+            "Succeeded",
+            "2026-01-01T00:01:00Z",
+            {"status": "scored", "passed": True, "cpu_s": 2.5},
+        ),
+        pod(
+            "j-1-a", 1, "Succeeded", "2026-01-01T00:00:00Z", {"status": "scored", "passed": False, "cpu_s": 1}
+        ),
     ]
     job = {"spec": {"template": {"spec": {"containers": []}}}, "status": {"succeeded": 2, "failed": 1}}
     obs = JobObs(
@@ -421,11 +437,31 @@ def test_watched_pods_keep_what_counting_reads_and_say_when_every_attempt_is_the
     )
     observer = Observer(api=object(), settings=None)  # type: ignore[arg-type]
     trimmed = [trim_pod(json.loads(json.dumps(p))) for p in pods]
-    assert observer._outcomes("ns", job, obs, trimmed) == observer._outcomes("ns", job, obs, pods)
-    outcomes, _ = observer._outcomes("ns", job, obs, trimmed)
+    assert observer._outcomes(job, obs, trimmed) == observer._outcomes(job, obs, pods)
+    outcomes, _ = observer._outcomes(job, obs, trimmed)
     assert outcomes is not None and [outcomes[i].passed for i in (0, 1)] == [True, False]  # the retry counts
     assert len(json.dumps(trimmed[0])) < len(json.dumps(pods[0])) / 2
     assert complete(trimmed, job) and not complete(trimmed[1:], job) and not complete(trimmed[:2], job)
+    # Their cost, the evicted attempt included (it reported no CPU): 3 pods of 30 s each.
+    assert pod_cost(trimmed) == pod_cost(pods) == PodCost(3, 90.0, 3.5, 1)
+
+
+def test_a_counted_jobs_pod_cost_is_added_once_to_its_models_usage() -> None:
+    status = applied({}, decide(snap(body(), tasks(2), jobs=())))
+    done = dataclasses.replace(
+        finished("a", 0, {0: outcome_from(scored(), "a", False), 1: outcome_from(scored(), "a", False)}),
+        cost=PodCost(pods=3, pod_seconds=41.5, cpu_seconds=7.25, pods_without_cpu=1),
+    )
+    d = decide(snap(body(), tasks(2), status, jobs=(done,)))
+    spent = d.status["models"]["a"]["usage"]
+    assert {k: spent.get(k) for k in ("pods", "podSeconds", "cpuSeconds", "podsWithoutCpu")} == {
+        "pods": 3,
+        "podSeconds": 41.5,
+        "cpuSeconds": 7.25,
+        "podsWithoutCpu": 1,
+    }
+    again = decide(snap(body(), tasks(2), applied(status, d), jobs=(done,)))  # not deleted yet
+    assert again.status["models"]["a"]["usage"]["cpuSeconds"] == 7.25 and "models" not in again.status_patch
 
 
 def test_the_condition_names_the_problem_that_will_not_resolve_by_waiting() -> None:

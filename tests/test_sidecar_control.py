@@ -196,6 +196,13 @@ def _call(sidecar: Sidecar, tool: str, arguments: dict[str, Any]) -> dict[str, A
     return dict(reply["result"])
 
 
+def _health(running: Sidecar) -> dict[str, Any]:
+    """``GET /healthz`` without its CPU figure (checked on its own)."""
+    answer = dict(running.get("healthz").json())
+    assert isinstance(answer.pop("cpu_s"), float)
+    return answer
+
+
 @pytest.mark.servers
 def test_respawn_gives_the_memory_server_fresh_state(tmp_path: Path) -> None:
     data, scratch = tmp_path / "data", tmp_path / "scratch"
@@ -203,7 +210,9 @@ def test_respawn_gives_the_memory_server_fresh_state(tmp_path: Path) -> None:
     spec = {**_spec("memory"), "path_aliases": {"python": "python3"}}  # .atlas-path survives /stop
     with sidecar(tmp_path, spec, env) as running:
         running.wait_ready()
-        assert running.get("healthz").json() == {"running": True, "generation": 1}
+        assert _health(running) == {"running": True, "generation": 1}
+        first_cpu = running.get("healthz").json()["cpu_s"]
+        assert first_cpu > 0.05  # mcp-proxy and node started: live descendants of the sidecar
         entity = {"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}
         _call(running, "create_entities", {"entities": [entity]})
         assert "Ada" in json.dumps(_call(running, "read_graph", {}))
@@ -221,7 +230,9 @@ def test_respawn_gives_the_memory_server_fresh_state(tmp_path: Path) -> None:
         assert (scratch / ".atlas-path" / "python").is_symlink()
         graph = _call(running, "read_graph", {})
         assert "Ada" not in json.dumps(graph) and '"entities": []' in json.dumps(graph["structuredContent"])
-        assert running.get("healthz").json() == {"running": True, "generation": 2}
+        assert _health(running) == {"running": True, "generation": 2}
+        # The killed generation's CPU stays counted (reaped by the sidecar), the new one's is added.
+        assert running.get("healthz").json()["cpu_s"] > first_cpu
         deadline = time.monotonic() + 3  # the old generation's processes were reaped, not left as zombies
         while zombies := [p for p in _children(running.pid()) if _state(p) == "Z"]:
             assert time.monotonic() < deadline, f"zombie children of the sidecar: {zombies}"
@@ -238,7 +249,7 @@ def test_respawn_gives_the_memory_server_fresh_state(tmp_path: Path) -> None:
         assert running.post("restart").status_code == 404
         stops = [running.post("stop"), running.post("stop")]  # idempotent
         assert [s.status_code for s in stops] == [200, 200] and stops[1].json()["killed"] == 0
-        assert running.get("healthz").json() == {"running": False, "generation": 2}
+        assert _health(running) == {"running": False, "generation": 2}
         time.sleep(1.5)  # stopped on purpose: the sidecar stays
         assert running.proc.poll() is None
         assert running.post("start?timeout=30").json()["generation"] == 3
@@ -352,7 +363,7 @@ def test_a_start_that_fails_is_a_503_and_the_sidecar_stays(tmp_path: Path) -> No
         assert failed.json()["generation"] == 2
         time.sleep(1.5)
         assert running.proc.poll() is None
-        assert running.get("healthz").json() == {"running": False, "generation": 2}
+        assert _health(running) == {"running": False, "generation": 2}
         (running.data / "break-the-server").unlink()
         again = running.post("start")
         assert again.status_code == 200 and again.json()["generation"] == 3, again.text

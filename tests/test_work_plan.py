@@ -292,7 +292,7 @@ def test_operator_maps_a_pods_batch_summary_to_its_items() -> None:
     )
     observer = Observer(api=object(), settings=None)  # type: ignore[arg-type]
     outcomes, error = observer._outcomes(
-        "ns", job, obs, [pod("j-0", 0, "Succeeded", batch), pod("j-1", 1, "Failed", bad)]
+        job, obs, [pod("j-0", 0, "Succeeded", batch), pod("j-1", 1, "Failed", bad)]
     )
     assert error is None and outcomes is not None
     assert [(outcomes[p].status, outcomes[p].passed) for p in (0, 1)] == [("scored", True), ("scored", False)]
@@ -303,6 +303,6 @@ def test_operator_maps_a_pods_batch_summary_to_its_items() -> None:
     )
     cut = {"status": "batch", "exit_code": 0, "items": [], "truncated": True}
     outcomes, _ = observer._outcomes(
-        "ns", job, obs, [pod("j-0", 0, "Succeeded", cut), pod("j-1", 1, "Failed", bad)]
+        job, obs, [pod("j-0", 0, "Succeeded", cut), pod("j-1", 1, "Failed", bad)]
     )
     assert outcomes is not None and 0 not in outcomes and 1 not in outcomes  # decide records them as errors

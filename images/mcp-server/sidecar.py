@@ -34,7 +34,9 @@ pod only) gives fresh server state between a pod's work items (atlasrun/cluster/
   runs; 503 ``{"error": ...}`` (exit code and stderr tail) if it does not come up: the sidecar
   stays alive with the server stopped.
 - ``POST /respawn[?timeout=60]``: both, one answer with ``stop_seconds`` and ``start_seconds``.
-- ``GET /healthz``: ``{"running": bool, "generation": n}``.
+- ``GET /healthz``: ``{"running": bool, "generation": n, "cpu_s": s}``: the CPU-seconds the
+  container has spent (its cgroup with ``ATLAS_CPU_SOURCE=cgroup``, as in a pod; else the
+  sidecar and its process tree). The runner adds them to its own for the pod's figure.
 
 Other paths are 404, other methods 405, bad query parameters 400, each ``{"error": ...}``.
 Control requests run one at a time. While stopped on purpose, the child's absence is no exit.
@@ -56,6 +58,7 @@ import json
 import math
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -216,6 +219,37 @@ def _processes() -> dict[int, tuple[str, int, int]]:
         if name.isdigit() and (stat := _stat(int(name))) is not None:
             table[int(name)] = stat
     return table
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU-seconds of a live process and of its children it reaped (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _cgroup_cpu() -> float | None:
+    """CPU-seconds of this container's cgroup (v2 cpu.stat, else v1 cpuacct.usage); None if none.
+    (The runner's copy: atlasrun/cluster/pod/cpu.py; this file imports nothing of atlasrun.)"""
+    try:
+        with open("/sys/fs/cgroup/cpu.stat", encoding="ascii") as fh:
+            for line in fh:
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+    except (OSError, ValueError):
+        pass
+    for name in ("cpuacct/cpuacct.usage", "cpu,cpuacct/cpuacct.usage", "cpuacct.usage"):
+        try:
+            with open(f"/sys/fs/cgroup/{name}", encoding="ascii") as fh:
+                return int(fh.read().strip()) / 1e9
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _alive(pid: int, state: str) -> bool:
@@ -504,7 +538,20 @@ class Sidecar:
         return status, body
 
     def health(self) -> dict[str, Any]:
-        return {"running": self.running(), "generation": self.generation}
+        return {
+            "running": self.running(),
+            "generation": self.generation,
+            "cpu_s": round(self.cpu_seconds(), 3),
+        }
+
+    def cpu_seconds(self) -> float:
+        """What the container has spent: its cgroup's account in a pod (ATLAS_CPU_SOURCE=cgroup);
+        elsewhere the sidecar, the children it reaped and its live descendants."""
+        if os.environ.get("ATLAS_CPU_SOURCE") == "cgroup" and (seconds := _cgroup_cpu()) is not None:
+            return seconds
+        me, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = me.ru_utime + me.ru_stime + reaped.ru_utime + reaped.ru_stime
+        return own + sum(_cpu_of(pid) for pid in self._tree())
 
     # -- the container's life
 

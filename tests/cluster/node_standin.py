@@ -298,6 +298,9 @@ class NodeStandIn:
                 **self.extra_env,
                 "ATLAS_SERVER_PORTS": json.dumps(ports),
                 "ATLAS_CONTROL_PORTS": json.dumps(controls),
+                # containers here are processes of this host: their CPU is their process trees',
+                # never the host's root cgroup
+                "ATLAS_CPU_SOURCE": "process",
                 "ATLAS_DATA_ROOT": str(data),
                 "ATLAS_DATA_SOURCE": str(self.data_dir),  # what the pod's data was seeded from
                 "ATLAS_TERMINATION_PATH": str(termination),

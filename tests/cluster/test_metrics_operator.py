@@ -76,6 +76,7 @@ def runner_summary(pod: dict[str, Any], s3: str) -> tuple[int, str]:
         "provider_retries": 0,
         "rate_limited": 0,
         "exit_code": 0,
+        "cpu_s": 0.5 + 0.25 * i,  # the pod's CPU-seconds: sharp's 6 pods 6.75 in all
     }
     if unit.model == "sloppy" and i % 3 == 0:
         kind = "provider" if i == 0 else "server_transport"
@@ -241,6 +242,13 @@ def test_the_run_is_counted_as_the_summaries_say(stack: dict[str, Any]) -> None:
     )
     assert prom.value(f'atlasrun_item_errors_total{{{by}, model="sloppy", kind="server_transport"}}') == 1
     assert prom.value(f'atlasrun_pass_rate{{{by}, model="sharp"}}') == 1.0
+    # the pods' cost: one pod per item (no retries), each reporting its CPU-seconds
+    sharp = status["models"]["sharp"]["usage"]
+    assert (sharp["pods"], sharp["cpuSeconds"], sharp["podsWithoutCpu"]) == (6, 6.75, 0), sharp
+    assert sharp["podSeconds"] >= 0
+    assert prom.value(f'atlasrun_pods_finished_total{{{by}, model="sharp"}}') == 6
+    assert prom.value(f'atlasrun_cpu_seconds_total{{{by}, model="sharp"}}') == pytest.approx(6.75)
+    assert prom.value(f"sum(atlasrun_pods_without_cpu_total{{{by}}})") == 0
     # the run's own namespace on per-run series, the release's on the operator's own
     assert prom.value('count(atlasrun_items_total{namespace="atlas-metrics"})') == 8
     assert not prom.query(f'atlasrun_items_total{{namespace="{OPERATOR_NAMESPACE}"}}')

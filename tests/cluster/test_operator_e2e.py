@@ -329,6 +329,13 @@ def test_items_per_pod_runs_several_items_in_one_pod_with_real_servers(env: dict
     # 2 models x 2 Jobs x 2 pods, not 12; a pod the Job retried (an infrastructure failure on a
     # loaded host, e.g. a server slow to start again between items) adds one, and changes no count.
     assert 8 <= len(node.ran) - pods_before < 12, node.ran[pods_before:]
+    # What the pods cost, as the operator counted it: every pod, its seconds, the CPU it reported
+    # (runner plus sidecars, their process trees on the stand-in).
+    spent = [models[m]["usage"] for m in ("sharp", "sloppy")]
+    assert sum(u["pods"] for u in spent) == len(node.ran) - pods_before, spent
+    assert all(u["podsWithoutCpu"] == 0 and u["cpuSeconds"] > 0.5 and u["podSeconds"] > 1 for u in spent), (
+        spent
+    )
     starts = _first_turns(provider, since)
     assert len(starts) == 12 and len(set(starts)) == 12  # every (model, task) ran exactly once
     objects = s3_client(env["s3"]).list_objects_v2(Bucket="results", Prefix="e2e/batched/tasks/")

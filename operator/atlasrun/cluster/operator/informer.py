@@ -200,14 +200,20 @@ def trim_job(job: Obj) -> Obj:
     return job
 
 
+TERMINATED_KEPT = ("message", "startedAt", "finishedAt")
+
+
 def trim_pod(pod: Obj) -> Obj:
-    """What counting needs of a finished pod: index, attempt order, phase, the runner's message."""
+    """What counting needs of a finished pod: index, attempt order, phase, the runner's message,
+    and for its cost the pod's start and the runner's end."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     runner = [
-        {"name": RUNNER, "state": {"terminated": {"message": terminated["message"]}}}
+        {
+            "name": RUNNER,
+            "state": {"terminated": {k: v for k, v in terminated.items() if k in TERMINATED_KEPT}},
+        }
         for cs in status.get("containerStatuses") or []
-        if cs.get("name") == RUNNER
-        and (terminated := (cs.get("state") or {}).get("terminated") or {}).get("message")
+        if cs.get("name") == RUNNER and (terminated := (cs.get("state") or {}).get("terminated"))
     ]
     return {
         "metadata": {
@@ -219,6 +225,7 @@ def trim_pod(pod: Obj) -> Obj:
         },
         "status": {
             "phase": status.get("phase"),
+            "startTime": status.get("startTime"),
             "reason": status.get("reason"),
             "message": status.get("message"),
             "containerStatuses": runner,

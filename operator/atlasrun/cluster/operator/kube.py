@@ -74,7 +74,9 @@ Job = TypedDict("Job", {"metadata": ObjectMeta, "spec": JobSpec, "status": JobSt
 
 # ------------------------------------------------------------------ Pod
 
-Terminated = TypedDict("Terminated", {"message": str}, total=False)  # the runner's TaskSummary
+Terminated = TypedDict(  # message: the runner's TaskSummary; RFC 3339 times
+    "Terminated", {"message": str, "startedAt": str, "finishedAt": str}, total=False
+)
 Waiting = TypedDict("Waiting", {"reason": str, "message": str}, total=False)
 ContainerState = TypedDict("ContainerState", {"terminated": Terminated, "waiting": Waiting}, total=False)
 ContainerStatus = TypedDict(
@@ -84,6 +86,7 @@ PodStatus = TypedDict(
     "PodStatus",
     {
         "phase": str,  # Pending | Running | Succeeded | Failed | Unknown
+        "startTime": str,  # when the kubelet took the pod (RFC 3339)
         "reason": str,  # e.g. Evicted
         "message": str,
         "conditions": list[Condition],

@@ -53,7 +53,10 @@ from atlasrun.cluster.wire.contract import (
     ANNOTATION_MODEL,
     APP,
     CONTROL_PORT_OFFSET,
+    CPU_FROM_CGROUP,
     ENV_CONTROL_PORT,
+    ENV_CONTROL_PORTS,
+    ENV_CPU_SOURCE,
     ENV_DATA_DIR,
     ENV_DATA_SOURCE,
     ENV_RUN_SPEC,
@@ -246,6 +249,7 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
         _env(ENV_SERVER_PORT, str(port)),
         _env(ENV_DATA_DIR, body.data_mount),
         _env(ENV_CONTROL_PORT, str(control_port(port))),
+        _env(ENV_CPU_SOURCE, CPU_FROM_CGROUP),
     ]
     env += [_env(k, v) for k, v in sorted(rendered.env.items())]
     env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
@@ -328,6 +332,8 @@ def render_job(
         _env(ENV_WORK_UNIT, unit.to_env()),
         _env("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
         _env("PYTHONDONTWRITEBYTECODE", "1"),
+        _env(ENV_CPU_SOURCE, CPU_FROM_CGROUP),
+        _env(ENV_CONTROL_PORTS, json.dumps({s.name: control_port(s.port or 0) for s in servers})),
     ]
     if s3_endpoint:
         env.append(_env("AWS_ENDPOINT_URL", s3_endpoint))

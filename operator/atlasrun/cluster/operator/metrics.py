@@ -6,7 +6,7 @@ Three sources, each the one place its numbers come from:
   writes): phase, Blocked reason, work items by outcome, pass rate with its 95% interval (the
   one method of ``scoring.stats``, as in summary.json and the report: Wilson, n = tasks),
   coverage, and the usage totals (``usage.py``: tokens, cost, provider retries and 429s, errors
-  by kind, tool errors by server). Counters among them (``*_total``) are the status' own totals, so
+  by kind, tool errors by server; and the pods' cost: pods, pod-seconds, CPU-seconds). Counters among them (``*_total``) are the status' own totals, so
   they survive an operator restart: a restarted operator lists the runs and exports the same
   values, and ``increase()`` sees no reset.
 - **The last observation of a run's Jobs** (``jobs_seen``): live Jobs and their pods.
@@ -244,6 +244,10 @@ def _model_series(fam: _Families, labels: list[str], row: Mapping[str, Any], rep
     for key, count in sorted(spent.tool_errors.items()):
         server, _, kind = key.partition("/")
         fam.counter("atlasrun_tool_errors", [*labels, server, kind or "tool_error"], count)
+    fam.counter("atlasrun_pods_finished", labels, spent.pods)
+    fam.counter("atlasrun_pod_seconds", labels, spent.pod_seconds)
+    fam.counter("atlasrun_cpu_seconds", labels, spent.cpu_seconds)
+    fam.counter("atlasrun_pods_without_cpu", labels, spent.pods_without_cpu)
 
 
 def _repeats(spec: Any) -> int:
@@ -308,6 +312,22 @@ RUN_FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
         "counter",
         (*MODEL, "server", "kind"),
         "Failed tool calls by MCP server and kind",
+    ),
+    "atlasrun_pods_finished": ("counter", MODEL, "Pods of the run's counted Jobs, retried attempts included"),
+    "atlasrun_pod_seconds": (
+        "counter",
+        MODEL,
+        "Seconds from each counted pod's start on its node to its runner's end",
+    ),
+    "atlasrun_cpu_seconds": (
+        "counter",
+        MODEL,
+        "CPU-seconds the counted pods reported (runner and sidecars, their cgroups' accounting)",
+    ),
+    "atlasrun_pods_without_cpu": (
+        "counter",
+        MODEL,
+        "Counted pods that reported no CPU figure (killed before their summary): left out of cpu_seconds",
     ),
     "atlasrun_jobs": ("gauge", (*MODEL, "state"), "The run's unfinished Jobs (state: active, suspended)"),
     "atlasrun_pods": ("gauge", (*MODEL, "state"), "Active pods of the run's Jobs (state: ready, starting)"),

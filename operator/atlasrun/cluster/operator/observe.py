@@ -68,6 +68,7 @@ from atlasrun.cluster.wire.store import (
     split_object_uri,
     tasks_uri,
 )
+from atlasrun.cluster.wire.usage import PodCost
 from atlasrun.errors import AtlasError, format_validation
 from atlasrun.runspec.run import RunSpecBody
 from atlasrun.servers.catalog import Catalog
@@ -379,8 +380,15 @@ class Observer:
             mine = None if pods is None else pods.get(obs.name, [])
             if mine is not None and watched is not None and not complete(mine, job):
                 mine = None  # the watch has not brought every attempt yet: this Job's pods are LISTed
-            outcomes, error = self._outcomes(namespace, job, obs, mine)
-            jobs[position] = dataclasses.replace(obs, outcomes=outcomes, outcomes_error=error)
+            job_pods: Sequence[kube.Pod] = (
+                mine
+                if mine is not None
+                else self.api.pods(namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
+            )
+            outcomes, error = self._outcomes(job, obs, job_pods)
+            jobs[position] = dataclasses.replace(
+                obs, outcomes=outcomes, outcomes_error=error, cost=pod_cost(job_pods)
+            )
         return jobs
 
     def _finished_pods(self, namespace: str, selector: str, jobs: int) -> dict[str, list[kube.Pod]] | None:
@@ -400,12 +408,10 @@ class Observer:
         return by_job
 
     def _outcomes(
-        self, namespace: str, job: kube.Job, obs: JobObs, pods: Sequence[kube.Pod] | None = None
+        self, job: kube.Job, obs: JobObs, pods: Sequence[kube.Pod]
     ) -> tuple[dict[int, Outcome] | None, str | None]:
         """Each index's outcome: its last attempt's termination message, else the stored result
-        (``pods``: the Job's finished pods; None: LIST them)."""
-        if pods is None:
-            pods = self.api.pods(namespace, label_selector=f"{LABEL_JOB_NAME}={obs.name}")
+        (``pods``: the Job's finished pods)."""
         last: dict[int, kube.Pod] = {}
         last_ok: dict[int, kube.Pod] = {}
         for pod in pods:
@@ -490,6 +496,34 @@ class Observer:
 def _pod_key(pod: kube.Pod) -> tuple[str, str]:
     """Attempts of one index, oldest first."""
     return (pod["metadata"].get("creationTimestamp") or "", pod["metadata"]["name"])
+
+
+def pod_cost(pods: Sequence[kube.Pod]) -> PodCost:
+    """What a Job's pods cost, every attempt: seconds from the pod's start on its node to its
+    runner's end, and the CPU-seconds its runner reported (runner and sidecars)."""
+    seconds = cpu = 0.0
+    without_cpu = 0
+    for pod in pods:
+        status = pod.get("status") or {}
+        runner = next((c for c in status.get("containerStatuses") or [] if c.get("name") == RUNNER), None)
+        terminated = ((runner or {}).get("state") or {}).get("terminated") or {}
+        start = _time(status.get("startTime")) or _time(terminated.get("startedAt"))
+        end = _time(terminated.get("finishedAt"))
+        if start is not None and end is not None:
+            seconds += max(0.0, (end - start).total_seconds())
+        summary = read_summary(terminated.get("message"), "pod")
+        if summary is not None and summary.cpu_s is not None:
+            cpu += summary.cpu_s
+        else:
+            without_cpu += 1
+    return PodCost(len(pods), round(seconds, 3), round(cpu, 3), without_cpu)
+
+
+def _time(text: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(text) if text else None  # RFC 3339 ("...Z": Python 3.11+)
+    except ValueError:
+        return None
 
 
 def _runner_message(pod: kube.Pod) -> str | None:

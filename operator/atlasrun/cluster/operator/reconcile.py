@@ -103,6 +103,7 @@ class JobObs:
     failure: str | None = None  # the Failed condition's reason and message
     outcomes: Mapping[int, Outcome] | None = None  # finished Jobs: each item position's outcome
     outcomes_error: str | None = None  # why the outcomes could not be read (object store)
+    cost: usage.PodCost = field(default_factory=usage.PodCost)  # finished Jobs: what their pods cost
 
     @property
     def remaining(self) -> int:
@@ -337,6 +338,7 @@ def decide(s: Snapshot) -> Decision:
                 outcome = job.outcomes.get(index) or outcome_of(None, name, True, job.failure)
                 counts.fold(outcome, task_index.get(task_id))
                 d.accounted.append(outcome)
+            counts.usage = usage.fold_cost(counts.usage, job.cost)
             counts.chunks_done.add(chunk_index)
             d.delete.append(job.name)
         done_chunks = counts.chunks_done

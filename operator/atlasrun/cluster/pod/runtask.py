@@ -71,9 +71,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atlasrun.cluster.pod.cpu import pod_cpu_seconds
 from atlasrun.cluster.pod.fresh import FreshStateError, PodState
 from atlasrun.cluster.pod.termination import batch_exit, compact, compact_batch, write_termination
 from atlasrun.cluster.wire.contract import (
+    ENV_CONTROL_PORTS,
     ENV_DATA_SOURCE,
     ENV_INDEX,
     ENV_RUN_SPEC,
@@ -497,7 +499,7 @@ class PodRun:
                 [self.plan.catalog.get(n) for n in needed],
                 Path(data_root),
                 Path(source) if source else None,
-                port_overrides("ATLAS_CONTROL_PORTS"),
+                port_overrides(ENV_CONTROL_PORTS),
                 self.spec.spec.limits.server_start_timeout_s,
             )
         self._state = "unused"  # of the servers and data: unused, fresh, used, broken
@@ -642,17 +644,32 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
         warn(mask(f"error: storage: {exc}"))
     finally:
         fetched.cleanup()
+    cpu_s = _pod_cpu(warn)
     if inputs.batch:
         for item in done:  # one line per item in the pod's log
             print(mask(compact(item.summary.to_message())), flush=True)
         code = batch_exit([item.code for item in done])
-        text = mask(compact_batch([item.summary for item in done], code))
+        text = mask(compact_batch([item.summary for item in done], code, cpu_s))
     else:
         (item,) = done
-        code, text = item.code, compact(json.loads(mask(json.dumps(item.summary.to_message()))))
+        summary = item.summary.model_copy(update={"cpu_s": cpu_s})
+        code, text = item.code, compact(json.loads(mask(json.dumps(summary.to_message()))))
     print(text, flush=True)
     write_termination(inputs.termination_path, text, warn)
     return code
+
+
+def _pod_cpu(warn: Callable[[str], None]) -> float | None:
+    """The pod's CPU-seconds so far (runner and sidecars, cluster/pod/cpu.py); None if not known."""
+    try:
+        ports = port_overrides(ENV_CONTROL_PORTS)
+    except InputError as exc:
+        warn(f"warning: CPU not reported: {exc}")
+        return None
+    seconds, missing = pod_cpu_seconds({n: f"http://{SIDECAR_HOST}:{p}" for n, p in ports.items()})
+    if missing:
+        warn(f"warning: CPU of sidecar(s) {', '.join(missing)} not known: the pod's figure leaves them out")
+    return seconds
 
 
 def _all_failed(inputs: Inputs, kind: ErrorKind, reason: str, code: int) -> list[ItemDone]:

@@ -36,6 +36,7 @@ def compact(data: dict[str, Any], limit: int = TERMINATION_LIMIT) -> str:
                     "schema_version": data.get("schema_version"),
                     "status": data.get("status"),
                     "exit_code": data.get("exit_code"),
+                    "cpu_s": data.get("cpu_s"),
                     "truncated": True,
                 }
             )
@@ -58,15 +59,18 @@ def batch_exit(codes: list[int]) -> int:
     return EXIT_RETRY if any(c not in (EXIT_OK, EXIT_INPUT) for c in codes) else EXIT_OK
 
 
-def compact_batch(summaries: Sequence[TaskSummary], code: int, limit: int = TERMINATION_LIMIT) -> str:
-    """The ``batch`` summary of ``summaries`` in at most ``limit`` bytes (see the module docstring)."""
+def compact_batch(
+    summaries: Sequence[TaskSummary], code: int, cpu_s: float | None = None, limit: int = TERMINATION_LIMIT
+) -> str:
+    """The ``batch`` summary of ``summaries`` in at most ``limit`` bytes (see the module docstring);
+    ``cpu_s``: the pod's CPU-seconds."""
     for cut in (200, 80, 20, 0):
         items = [s.for_batch(reason_chars=cut, usage=cut >= 80) for s in summaries]
-        batch = TaskSummary(status="batch", exit_code=code, items=items)
+        batch = TaskSummary(status="batch", exit_code=code, items=items, cpu_s=cpu_s)
         text = json.dumps(batch.model_dump(mode="json", exclude_none=True), separators=(",", ":"))
         if len(text.encode()) <= limit:
             return text
-    cut_short = TaskSummary(status="batch", exit_code=code, items=[], truncated=True)
+    cut_short = TaskSummary(status="batch", exit_code=code, items=[], truncated=True, cpu_s=cpu_s)
     return json.dumps(cut_short.model_dump(mode="json", exclude_none=True), separators=(",", ":"))
 
 

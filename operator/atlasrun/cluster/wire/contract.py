@@ -76,6 +76,11 @@ ENV_CONTROL_PORT = "ATLAS_CONTROL_PORT"
 CONTROL_PORT_OFFSET = 1000  # the control port is the server's port + this
 # the runner: where the pristine data (spec.cluster.dataVolume) is mounted read-only; unset: none
 ENV_DATA_SOURCE = "ATLAS_DATA_SOURCE"
+# the runner: every sidecar's control port, JSON {"server": port} (its CPU is asked there)
+ENV_CONTROL_PORTS = "ATLAS_CONTROL_PORTS"
+# runner and sidecars: "cgroup" in a pod: each container's CPU is its cgroup's (cluster/pod/cpu.py)
+ENV_CPU_SOURCE = "ATLAS_CPU_SOURCE"
+CPU_FROM_CGROUP = "cgroup"
 
 
 def control_port(server_port: int) -> int:

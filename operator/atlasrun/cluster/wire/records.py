@@ -72,6 +72,8 @@ class TaskSummary(VersionedRecord):
     truncated: bool | None = None  # only status and exit_code are left
     # status "batch": a pod that ran several items in sequence, one summary per item, in order
     items: list[TaskSummary] | None = None
+    # the pod's CPU-seconds (runner and sidecars, cluster/pod/cpu.py): on the pod's own summary
+    cpu_s: float | None = Field(default=None, ge=0)
 
     @classmethod
     def of_result(cls, result: TaskResult, stored: str | None = None, exit_code: int | None = None) -> Self:
@@ -97,9 +99,15 @@ class TaskSummary(VersionedRecord):
 
     def for_batch(self, reason_chars: int = 200, usage: bool = True) -> TaskSummary:
         """This item's entry in a ``batch`` summary: what the operator counts (the pod-level
-        ``model``, ``result`` and ``exit_code`` left out), the reason cut to ``reason_chars``
+        ``model``, ``result``, ``exit_code`` and ``cpu_s`` left out), the reason cut to ``reason_chars``
         (0: none), the usage fields dropped unless ``usage``."""
-        drop: dict[str, Any] = {"model": None, "result": None, "exit_code": None, "items": None}
+        drop: dict[str, Any] = {
+            "model": None,
+            "result": None,
+            "exit_code": None,
+            "items": None,
+            "cpu_s": None,
+        }
         if not usage:
             drop |= dict.fromkeys(USAGE_FIELDS)
         reason = self.reason

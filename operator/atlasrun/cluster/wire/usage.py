@@ -51,6 +51,18 @@ class ModelUsage(BaseModel):
         default_factory=dict,
         description="failed tool calls by '<server>/<kind>' (kind: tool_error, transport, ...)",
     )
+    pods: int = Field(default=0, ge=0, description="pods (attempts included) of the counted Jobs")
+    pod_seconds: float = Field(
+        default=0, ge=0, description="seconds from each pod's start on its node to its runner's end"
+    )
+    cpu_seconds: float = Field(
+        default=0, ge=0, description="CPU-seconds the pods reported (runner and sidecars, cgroup accounting)"
+    )
+    pods_without_cpu: int = Field(
+        default=0,
+        ge=0,
+        description="pods that reported no CPU figure (killed first): cpuSeconds leaves them out",
+    )
 
 
 def summary_fields(result: TaskResult) -> dict[str, Any]:
@@ -118,6 +130,26 @@ def fold(totals: ModelUsage, item: ItemUsage, error: str | None) -> ModelUsage:
     if error is not None:
         kind = error_kind(error)
         usage.errors = {**usage.errors, kind: usage.errors.get(kind, 0) + 1}
+    return usage
+
+
+@dataclass(frozen=True, slots=True)
+class PodCost:
+    """What a counted Job's pods cost (every attempt): read from them when the Job is counted."""
+
+    pods: int = 0
+    pod_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    pods_without_cpu: int = 0
+
+
+def fold_cost(totals: ModelUsage, cost: PodCost) -> ModelUsage:
+    """``totals`` plus the cost of one counted Job's pods."""
+    usage = totals.model_copy()
+    usage.pods += cost.pods
+    usage.pod_seconds = round(usage.pod_seconds + cost.pod_seconds, 3)
+    usage.cpu_seconds = round(usage.cpu_seconds + cost.cpu_seconds, 3)
+    usage.pods_without_cpu += cost.pods_without_cpu
     return usage
 
 
