@@ -58,6 +58,7 @@ from fuzz.fuzz_validate import (
     _dump,
     _parent,
     _paths,
+    keep_failures,
     make_case,
     unsafe_output,
 )
@@ -376,12 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {line}")
     for case, outcome in report.failures[:20]:
         print(f"FAIL case {case.index} ({case.fmt}, {outcome.kind}): {outcome.detail.strip()[-600:]}")
-    if args.keep:
-        for case, _ in report.failures:
-            with contextlib.suppress(shutil.Error):  # a FIFO is not copied
-                shutil.copytree(
-                    case.path.parent, args.keep / case.path.parent.name, symlinks=True, dirs_exist_ok=True
-                )
+    keep_failures([case for case, _ in report.failures], args.keep)
     shutil.rmtree(report.root, ignore_errors=True)  # type: ignore[attr-defined]
     return 0 if report.ok else 1
 

@@ -645,13 +645,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"KIND {count} x {fmt}/{kind} (e.g. case {example}): {signature}")
     for case, outcome in report.failures[:20]:
         print(f"FAIL case {case.index} ({case.fmt}, {outcome.kind}): {outcome.detail.strip()[-600:]}")
-    if args.keep and report.failures:
-        for case, _ in report.failures:
-            shutil.copytree(
-                case.path.parent, args.keep / case.path.parent.name, symlinks=True, dirs_exist_ok=True
-            )
+    keep_failures([case for case, _ in report.failures], args.keep)
     shutil.rmtree(report.root, ignore_errors=True)  # type: ignore[attr-defined]
     return 0 if report.ok else 1
+
+
+def keep_failures(cases: list[Case], keep: Path | None) -> None:
+    """Copy each failing case's folder under ``keep`` (``--keep``), to replay it by hand."""
+    for case in cases if keep else []:
+        assert keep is not None
+        with contextlib.suppress(shutil.Error):  # a FIFO is not copied
+            shutil.copytree(case.path.parent, keep / case.path.parent.name, symlinks=True, dirs_exist_ok=True)
 
 
 if __name__ == "__main__":
