@@ -21,6 +21,7 @@ from atlasrun.errors import InputError
 from atlasrun.runner.local import run_local
 from atlasrun.runspec.run import load_run_spec
 from atlasrun.tasks.loader import load_tasks
+from atlasrun.tasks.sizes import ID_LIMIT
 from conftest import SUM_TASK, write_run, write_tasks
 
 GOOD = {**SUM_TASK, "id": "good"}
@@ -203,7 +204,7 @@ def test_cli_model_named_dotdot_and_out_escaping_are_clear_errors(
 
 @pytest.mark.servers
 def test_task_id_longer_than_a_file_name_never_aborts_the_run(tmp_path: Path, data_dir: Path) -> None:
-    long_id = "t" * 300
+    long_id = "t" * ID_LIMIT  # the longest id accepted: longer than a file name may be (255 bytes)
     run_file = write_run(
         tmp_path / "run.yaml",
         write_tasks(tmp_path / "tasks.yaml", [{**GOOD, "id": long_id}, GOOD]),
@@ -216,6 +217,30 @@ def test_task_id_longer_than_a_file_name_never_aborts_the_run(tmp_path: Path, da
         assert long_id in by_id  # exact id kept in the record, whatever became of its file name
         if by_id[long_id].status == "error":
             assert "name too long" in (by_id[long_id].reason or "")
+
+
+def test_task_ids_and_texts_every_later_stage_could_not_write_are_rejected_by_field(tmp_path: Path) -> None:
+    """Before (issue 24): a JSONL id with a lone surrogate passed validate, then every run and
+    resume died writing its record (UnicodeEncodeError); a 5,000-character id was printed whole."""
+    rows = [
+        {**GOOD, "id": "bad\ud800id"},
+        {**GOOD, "id": "t" * (ID_LIMIT + 1)},
+        {**GOOD, "id": "bell\u0007"},
+        {**GOOD, "id": "rtl\u202eid"},
+        {**GOOD, "id": "claim-surrogate", "claims": ["The sum is \udc00 42"]},
+        {**GOOD, "id": "fine"},
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows))  # \\ud800 stays escaped
+    loaded = load_tasks(path)
+    assert [t.id for t in loaded.tasks] == ["fine"]
+    reasons = [(r.field, str(r)) for r in loaded.rejected]
+    assert [f for f, _ in reasons] == ["id", "id", "id", "id", "claims"], reasons
+    assert "not printable ('\\ud800')" in reasons[0][1] and "lone surrogate" in reasons[0][1]
+    assert f"the id is {ID_LIMIT + 1} characters long; at most {ID_LIMIT}" in reasons[1][1]
+    assert "'\\x07'" in reasons[2][1] and "'\\u202e'" in reasons[3][1]
+    assert "not valid Unicode (a lone surrogate '\\udc00')" in reasons[4][1]
+    assert all("t" * 300 not in text and "\u202e" not in text for _, text in reasons)
 
 
 def _mount_tmpfs(path: Path, size: str) -> None:
@@ -256,6 +281,41 @@ def test_full_disk_is_a_clear_error_and_the_run_resumes_after_space_is_freed(
         assert all(r["status"] == "scored" for r in final.values())
     finally:
         subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_malformed_trajectory_or_tool_list_says_what_is_wrong_with_the_field(tmp_path: Path) -> None:
+    """Before (issue 24): "internal error reading this row" for ``"tool_calls": 5``, and
+    ``<ast.Name object at 0x7f...>`` for a bare word."""
+    base = {
+        "TASK": "q1",
+        "PROMPT": "Sum the numbers in /data/numbers.txt",
+        "ENABLED_TOOLS": json.dumps(["calculator_calculate"]),
+        "GTFA_CLAIMS": "['The sum is 42']",
+        "TRAJECTORY": "",
+    }
+    rows = [
+        {
+            **base,
+            "TASK": "calls-not-a-list",
+            "TRAJECTORY": json.dumps([{"role": "assistant", "tool_calls": 5}]),
+        },
+        {**base, "TASK": "bare-tools", "ENABLED_TOOLS": "calculator_calculate"},
+        {**base, "TASK": "bare-trajectory", "TRAJECTORY": "hello"},
+        {**base, "TASK": "syntax", "GTFA_CLAIMS": "['unclosed"},
+    ]
+    path = tmp_path / "tasks.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(base))
+        writer.writeheader()
+        writer.writerows(rows)
+    found = {r.task_id: (r.field, str(r)) for r in load_tasks(path).rejected}
+    assert found["calls-not-a-list"][0] == "TRAJECTORY"
+    assert "message 0: tool_calls must be a list, got int" in found["calls-not-a-list"][1]
+    assert found["bare-tools"][0] == "ENABLED_TOOLS"
+    for key in ("bare-tools", "bare-trajectory"):
+        assert "unquoted text or an expression" in found[key][1], found[key]
+    assert "not a JSON or Python list:" in found["syntax"][1] and "(line 1, column" in found["syntax"][1]
+    assert not any("internal error" in text or "object at 0x" in text for _, text in found.values()), found
 
 
 def test_row_errors_name_the_line_and_task_id_in_every_format(tmp_path: Path) -> None:

@@ -132,6 +132,12 @@ def test_nothing_to_run_says_which_source_and_which_setting_left_nothing(tmp_pat
         done = atlas("run", str(run_file), "--data-dir", str(tmp_path), "--out", str(tmp_path / name))
         assert done.returncode == EXIT_BAD_INPUT, (name, done.stderr)
         assert error_line(done) == f"error: nothing was run: {expected}", name
+        checked = atlas("validate", str(run_file))
+        assert checked.returncode == EXIT_FAIL_UNDER, (name, checked.stdout)
+        assert f"error: nothing would run: {expected}" in checked.stdout.splitlines(), checked.stdout
+    checked = atlas("validate", str(empty))
+    assert checked.returncode == EXIT_FAIL_UNDER
+    assert checked.stdout.splitlines()[0] == f"error: {empty} has no task (an empty file, or a header alone)"
 
 
 # ---- part 4: validate's counts, --task, did-you-means

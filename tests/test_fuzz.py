@@ -65,6 +65,7 @@ def test_no_message_echoes_a_control_character_raw(report: Report) -> None:
     assert report.kinds["control"] == 0, _failures(report, ("control",))
 
 
+@pytest.mark.servers
 def test_26_atlas_run_cases_exit_by_the_table_within_1_gb_and_name_what_is_wrong(
     run_report: RunReport,
 ) -> None:
@@ -119,6 +120,7 @@ def test_a_task_text_over_its_bound_rejects_the_row_by_field_and_the_rest_loads(
     ), loaded.rejected
 
 
+@pytest.mark.servers
 def test_atlas_run_on_a_10_mb_claim_rejects_that_row_and_runs_the_next(tmp_path: Path) -> None:
     """Regression (fuzz_run case 11): over 300 s in the judge, killed as a hang; now seconds."""
     doc = run_seed_doc("yaml")

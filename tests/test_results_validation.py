@@ -308,22 +308,7 @@ def test_a_damaged_run_record_stops_the_read(tmp_path: Path) -> None:
     assert ResultsDir(tmp_path).scope() == RunScope()
 
 
-# --- what needs the readers patch (runner/local.py, scoring/summary.py, reports/, compare, pull) ----
-
-
-def _readers_patch_applied() -> bool:
-    from atlasrun.scoring.summary import RunSummary
-
-    return "skipped_lines" in RunSummary.model_fields
-
-
 @pytest.mark.servers
-@pytest.mark.xfail(
-    not _readers_patch_applied(),
-    reason="summary.json, the table, the report and run.json's task list come with the readers patch "
-    "(files of other owners; see the issue-24 report)",
-    strict=True,
-)
 def test_summary_table_and_report_state_the_skipped_lines_and_a_run_records_its_tasks(
     finished: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:

@@ -320,6 +320,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 print(f"needs: {line}")
     for rejection in rejected:
         print(f"error: {rejection}")
+    if not tasks and not rejected:
+        print(f"error: {args.file if hub else path} has no task (an empty file, or a header alone)")
     print(f"{args.file if hub else path}: {kind}: {len(tasks)} task(s) loadable, {len(rejected)} rejected")
     return EXIT_FAIL_UNDER if rejected or not tasks else EXIT_OK
 
@@ -327,19 +329,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _validate_local_run(spec: RunSpec, path: Path) -> int:
     """Rows rejected, ids unknown, tasks excluded, and what would run: each counted by its name."""
     from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_OK
-    from atlasrun.runner.plan import plan_run, tasks_path
-    from atlasrun.tasks.loader import load_tasks
+    from atlasrun.runner.plan import plan_run
 
     plan = plan_run(spec)
     for exclusion in plan.excluded:
         print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
     for problem in [*plan.rejected, *plan.unknown_ids]:
         print(f"error: {problem}")
-    source = spec.spec.tasks
-    loadable = len(plan.tasks) + len(plan.excluded)
-    if source.ids is not None or source.limit is not None:  # the plan holds the selected tasks only
-        loadable = len(load_tasks(tasks_path(spec)).tasks)
-    counts = [f"{loadable} task(s) loadable", f"{len(plan.rejected)} rejected"]
+    if not plan.tasks and not plan.unknown_ids:
+        print(f"error: nothing would run: {plan.why_nothing()}")
+    counts = [f"{plan.loaded} task(s) loadable", f"{len(plan.rejected)} rejected"]
     if plan.unknown_ids:
         counts.append(f"{len(plan.unknown_ids)} unknown id(s) in spec.tasks.ids")
     if plan.excluded:

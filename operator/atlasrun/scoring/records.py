@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from pydantic import BaseModel
 
 from atlasrun.errors import AtlasError
+from atlasrun.tasks.sizes import check_unicode
 
 CURRENT_VERSION = 2
 PREVIOUS_VERSION = 1  # the unversioned shape: no ``schema_version`` field
@@ -77,16 +78,6 @@ class VersionedRecord(BaseModel):
 # A JSON escape of a UTF-16 surrogate: a valid pair decodes to one character, a lone one to a
 # string no later stage can write (record_key, append_line encode to UTF-8).
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def check_unicode(data: Any) -> None:
-    """ValueError if a decoded JSON value holds a lone surrogate (in a key or a string)."""
-    try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(
-            f"text that is not valid Unicode (a lone surrogate {exc.object[exc.start]!a})"
-        ) from None
 
 
 M = TypeVar("M", bound=VersionedRecord)

@@ -37,8 +37,13 @@ def _literal(text: str) -> Any:
         pass
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
-        raise FieldError(f"not a JSON or Python list: {exc}") from exc
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno}, column {exc.offset})" if exc.lineno else ""
+        raise FieldError(f"not a JSON or Python list: {exc.msg}{where}") from exc
+    except ValueError as exc:  # a bare word or an expression: literal_eval names an AST node
+        raise FieldError("not a JSON or Python list: it holds unquoted text or an expression") from exc
+    except (MemoryError, RecursionError) as exc:
+        raise FieldError("not a JSON or Python list: nested too deeply") from exc
 
 
 MIN_CLAIM_CHARS = 4  # MCP-Atlas drops claims of 3 characters or fewer (score_claims.extract_claims)
@@ -169,7 +174,10 @@ def _openai_trajectory(value: Any) -> list[RefTurn]:
         role = msg.get("role")
         if role == "assistant":
             calls = []
-            for j, tc in enumerate(msg.get("tool_calls") or []):
+            listed = msg.get("tool_calls") or []
+            if not isinstance(listed, list):
+                raise FieldError(f"message {i}: tool_calls must be a list, got {type(listed).__name__}")
+            for j, tc in enumerate(listed):
                 fn = tc.get("function") if isinstance(tc, dict) else None
                 if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                     raise FieldError(f"message {i} tool_call {j} has no function name")

@@ -29,7 +29,7 @@ from atlasrun.tasks.fields import (
 from atlasrun.tasks.files import DOCUMENT_LIMIT, TASK_FILE_LIMIT, check_user_file, read_user_file
 from atlasrun.tasks.hub import fetch_dataset, is_hub_source
 from atlasrun.tasks.model import Task
-from atlasrun.tasks.sizes import oversized
+from atlasrun.tasks.sizes import id_problem, oversized, unicode_problem
 
 ATLAS_COLUMNS = ("TASK", "PROMPT", "ENABLED_TOOLS", "GTFA_CLAIMS", "TRAJECTORY")
 YAML_WHAT = "YAML task file (write larger task sets as JSON, JSONL, CSV or Parquet)"
@@ -95,10 +95,14 @@ def _text(value: Any) -> str:
 
 
 def _task_id(value: Any) -> str:
-    """Text, or a whole number written without quotes in JSON or Parquet (kept as its digits)."""
+    """Text, or a whole number written without quotes in JSON or Parquet (kept as its digits);
+    printable and of bounded length (it names files and keys, and is printed)."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    return _text(value)
+    task_id = _text(value)
+    if problem := id_problem(task_id):
+        raise FieldError(problem)
+    return task_id
 
 
 def _preview(value: Any, limit: int = 40) -> str:
@@ -124,7 +128,7 @@ def atlas_row_to_task(row: dict[str, Any], where: str) -> Task:
         source=where,
     )
     _check_trajectory_tools(task, "TRAJECTORY")
-    _check_sizes(task, atlas_row=True)
+    _check_texts(task, atlas_row=True)
     return task
 
 
@@ -159,7 +163,7 @@ def native_row_to_task(row: dict[str, Any], where: str) -> Task:
         if name not in task.enabled_tools:
             raise _RowError("distractors", f"{name!r} is not in enabled_tools")
     _check_trajectory_tools(task, "reference_trajectory")
-    _check_sizes(task, atlas_row=False)
+    _check_texts(task, atlas_row=False)
     return task
 
 
@@ -175,8 +179,8 @@ def _check_field_names(row: dict[str, Any]) -> None:
             raise _RowError(str(key), f"unknown field{hint}")
 
 
-def _check_sizes(task: Task, atlas_row: bool) -> None:
-    if found := oversized(task, atlas_row):
+def _check_texts(task: Task, atlas_row: bool) -> None:
+    if found := oversized(task, atlas_row) or unicode_problem(task, atlas_row):
         raise _RowError(*found)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from atlasrun.tasks.model import Task
 
+ID_LIMIT = 256  # characters in a task id: it names result files and object keys, and is printed
 TEXT_LIMIT = 1_000_000  # characters in any one text of a task: prompt, call arguments, outputs
 ANSWER_LIMIT = 100_000  # characters in the reference answer (the judge reads it under replay)
 CLAIM_LIMIT = 10_000  # characters in one claim: one checkable statement
@@ -67,4 +68,35 @@ def oversized(task: Task, atlas_row: bool) -> tuple[str, str] | None:
         if length > limit:
             shown = ATLAS_NAMES.get(name, name) if atlas_row else name
             return shown, f"{what} is {length:,} characters long; at most {limit:,} are accepted"
+    return None
+
+
+def check_unicode(data: object) -> None:
+    """ValueError if a value holds text that is not valid Unicode (a lone surrogate, in a key or a
+    string): it could be read from JSON but never written as UTF-8 (a result, a record key)."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"text that is not valid Unicode (a lone surrogate {exc.object[exc.start]!a})"
+        ) from None
+
+
+def id_problem(task_id: str) -> str | None:
+    """What a task id cannot be (every later stage names files and keys by it), or None."""
+    if len(task_id) > ID_LIMIT:
+        return f"the id is {len(task_id):,} characters long; at most {ID_LIMIT} are accepted"
+    bad = next((c for c in task_id if not c.isprintable()), None)
+    if bad is not None:
+        return f"the id holds a character that is not printable ({bad!a}): control, format and lone surrogate characters are refused"
+    return None
+
+
+def unicode_problem(task: Task, atlas_row: bool) -> tuple[str, str] | None:
+    """(field, message) for the first field of ``task`` holding invalid Unicode, or None."""
+    for name, value in task.model_dump().items():
+        try:
+            check_unicode(value)
+        except ValueError as exc:
+            return (ATLAS_NAMES.get(name, name) if atlas_row else name), str(exc)
     return None
