@@ -241,6 +241,22 @@ def test_task_ids_and_texts_every_later_stage_could_not_write_are_rejected_by_fi
     assert "'\\x07'" in reasons[2][1] and "'\\u202e'" in reasons[3][1]
     assert "not valid Unicode (a lone surrogate '\\udc00')" in reasons[4][1]
     assert all("t" * 300 not in text and "\u202e" not in text for _, text in reasons)
+    # YAML !!binary makes bytes, which no record can hold as JSON: rejected by field, not an
+    # "internal error reading this row"
+    binary = tmp_path / "binary.yaml"
+    binary.write_text(
+        "tasks:\n"
+        "- id: bytes-in-args\n"
+        "  prompt: Sum the numbers\n"
+        "  enabled_tools: [calculator_calculate]\n"
+        "  claims: [The sum is 42]\n"
+        "  reference_trajectory:\n"
+        "  - calls:\n"
+        "    - name: calculator_calculate\n"
+        "      arguments: {expression: !!binary gAE=}\n"
+    )
+    (rejected,) = load_tasks(binary).rejected
+    assert rejected.field == "reference_trajectory" and "cannot be written as JSON" in str(rejected), rejected
 
 
 def _mount_tmpfs(path: Path, size: str) -> None:

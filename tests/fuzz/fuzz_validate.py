@@ -51,7 +51,9 @@ import pyarrow.parquet as pq
 import yaml
 
 from atlasrun.cli import main as atlas
-from atlasrun.scoring.store import ResultsDir
+from atlasrun.errors import InputError
+from atlasrun.scoring.store import ResultsDir, task_record_name
+from atlasrun.tasks.loader import load_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, also when run as a script
 from conftest import SUM_TASK
@@ -411,11 +413,16 @@ def classify(case: Case, code: int | None, out: str, err: str) -> Outcome:
     if "internal error reading this row" in out + err:
         return Outcome("internal", next(ln for ln in lines if "internal error" in ln))
     if code == 0:
-        return Outcome("accepted")
+        return unwritable(case) or Outcome("accepted")
     if code == 1:
         # A run file's rows are named in its task file, which sits beside it.
         files = {p.name for p in case.path.parent.iterdir()}
-        bad = [ln for ln in lines if not (m := ROW_ERROR.match(ln)) or m["file"] not in files]
+        whole_file = f"error: {case.path} "  # a message about the whole file names it
+        bad = [
+            ln
+            for ln in lines
+            if not ln.startswith(whole_file) and (not (m := ROW_ERROR.match(ln)) or m["file"] not in files)
+        ]
         if bad:
             return Outcome("unclear", bad[0])
         if not lines and str(case.path) not in out:
@@ -426,6 +433,21 @@ def classify(case: Case, code: int | None, out: str, err: str) -> Outcome:
             return Outcome("unclear", "; ".join(lines) or err[-300:])
         return Outcome("rejected")
     return Outcome("unclear", f"exit {code}: {err[-300:]}")
+
+
+def unwritable(case: Case) -> Outcome | None:
+    """An accepted task file must also be one a run can write: every task's record (its JSON and
+    its file name) encodes as UTF-8. (Issue 24: a lone surrogate in an id passed validate, then
+    every run died writing its record.)"""
+    if case.fmt == "results" or case.path.name.startswith("run."):
+        return None
+    try:
+        for task in load_tasks(case.path).tasks:
+            task.model_dump_json().encode("utf-8")
+            task_record_name("fuzz", task.id, 0).encode("utf-8")
+    except (ValueError, UnicodeError, InputError) as exc:  # pydantic's serializer raises ValueError
+        return Outcome("unwritable", f"{type(exc).__name__}: {str(exc)[:300]}")
+    return None
 
 
 def run_case(case: Case, time_limit_s: float) -> Outcome:
@@ -546,7 +568,16 @@ def run_isolated(index: int, seed: int, root: Path, base: Path, time_limit_s: fl
     return case, outcome
 
 
-FAILURE_KINDS = ("traceback", "hang", "unclear", "internal", "over_1gb", "miscounted", "control")
+FAILURE_KINDS = (
+    "traceback",
+    "hang",
+    "unclear",
+    "internal",
+    "over_1gb",
+    "miscounted",
+    "control",
+    "unwritable",
+)
 
 
 def _peak_rss(pid: int) -> int:
@@ -598,6 +629,7 @@ class Report:
             f"rows caught by the loader's safety net: {k['internal']}",
             f"processes over 1 GB: {k['over_1gb']} (largest case peak RSS {self.peak_rss / 1024**2:.0f} MB)",
             f"damaged results directories that counted an item they never had: {k['miscounted']}",
+            f"accepted task files a run could not write (a record not UTF-8): {k['unwritable']}",
         ]
 
 

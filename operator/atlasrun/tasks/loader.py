@@ -29,7 +29,7 @@ from atlasrun.tasks.fields import (
 from atlasrun.tasks.files import DOCUMENT_LIMIT, TASK_FILE_LIMIT, check_user_file, read_user_file
 from atlasrun.tasks.hub import fetch_dataset, is_hub_source
 from atlasrun.tasks.model import Task
-from atlasrun.tasks.sizes import id_problem, oversized, unicode_problem
+from atlasrun.tasks.sizes import id_problem, oversized, unwritable
 
 ATLAS_COLUMNS = ("TASK", "PROMPT", "ENABLED_TOOLS", "GTFA_CLAIMS", "TRAJECTORY")
 YAML_WHAT = "YAML task file (write larger task sets as JSON, JSONL, CSV or Parquet)"
@@ -180,7 +180,7 @@ def _check_field_names(row: dict[str, Any]) -> None:
 
 
 def _check_texts(task: Task, atlas_row: bool) -> None:
-    if found := oversized(task, atlas_row) or unicode_problem(task, atlas_row):
+    if found := oversized(task, atlas_row) or unwritable(task, atlas_row):
         raise _RowError(*found)
 
 

@@ -10,6 +10,7 @@ characters, prompts under 600, a whole trajectory under 30 KB).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 from atlasrun.tasks.model import Task
@@ -92,11 +93,19 @@ def id_problem(task_id: str) -> str | None:
     return None
 
 
-def unicode_problem(task: Task, atlas_row: bool) -> tuple[str, str] | None:
-    """(field, message) for the first field of ``task`` holding invalid Unicode, or None."""
-    for name, value in task.model_dump().items():
+def unwritable(task: Task, atlas_row: bool) -> tuple[str, str] | None:
+    """(field, message) for the first field of ``task`` a run could not write into its records
+    (invalid Unicode, or a value that is not JSON, e.g. YAML ``!!binary`` bytes), or None."""
+    for name in Task.model_fields:
         try:
-            check_unicode(value)
-        except ValueError as exc:
-            return (ATLAS_NAMES.get(name, name) if atlas_row else name), str(exc)
+            task.model_dump_json(include={name}).encode("utf-8")
+        except ValueError as exc:  # pydantic's PydanticSerializationError is a ValueError
+            cause = str(exc)
+            if "surrogate" in cause:
+                match = re.search(r"character '(\\ud[89a-f][0-9a-f]{2})'", cause)
+                what = f" '{match.group(1)}'" if match else ""
+                message = f"text that is not valid Unicode (a lone surrogate{what})"
+            else:
+                message = f"a value that cannot be written as JSON ({cause.split(':')[-1].strip()[:80]})"
+            return (ATLAS_NAMES.get(name, name) if atlas_row else name), message
     return None
