@@ -277,7 +277,7 @@ def test_task_code_cannot_write_a_declared_secret_encoded(tmp_path: Path, data_d
         proc = subprocess.run(
             [sys.executable, "-m", "atlasrun.cli", "run", str(run), "--data-dir", str(data_dir), "--out", str(out),
              "--no-preflight"],
-            capture_output=True, text=True, timeout=300, env={**os.environ, TASK_ENV: TASK_SECRET},
+            capture_output=True, text=True, timeout=300, env={**os.environ, TASK_ENV: TASK_SECRET, "ATLAS_SERVER_SECRETS": TASK_ENV},  # the host grants it
         )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     seen = str(provider.requests[-1]["messages"])  # the model saw the encodings (masking is on write)

@@ -330,11 +330,17 @@ def _validate_local_run(spec: RunSpec, path: Path) -> int:
     """Rows rejected, ids unknown, tasks excluded, and what would run: each counted by its name."""
     from atlasrun.errors import EXIT_FAIL_UNDER, EXIT_OK
     from atlasrun.runner.plan import plan_run
+    from atlasrun.servers.sandbox import overreach
 
     plan = plan_run(spec)
     for exclusion in plan.excluded:
         print(f"excluded: task {exclusion.task.id}: {exclusion.reason}")
-    for problem in [*plan.rejected, *plan.unknown_ids]:
+    # what `atlas run` would refuse before any work: a server asking for more than the host grants
+    refused = []
+    for name in plan.servers_used():
+        where, field = plan.catalog.get(name).origin
+        refused += [f"{where + ': ' if where else ''}{field}.{p}" for p in overreach(plan.catalog.get(name))]
+    for problem in [*plan.rejected, *plan.unknown_ids, *refused]:
         print(f"error: {problem}")
     if not plan.tasks and not plan.unknown_ids:
         print(f"error: nothing would run: {plan.why_nothing()}")
@@ -344,8 +350,10 @@ def _validate_local_run(spec: RunSpec, path: Path) -> int:
     if plan.excluded:
         counts.append(f"{len(plan.excluded)} excluded")
     counts.append(f"{len(plan.tasks)} would run")
+    if refused:
+        counts.insert(-1, f"{len(refused)} server problem(s)")
     print(f"{path}: run file: {', '.join(counts)}")
-    return EXIT_FAIL_UNDER if plan.rejected or plan.unknown_ids or not plan.tasks else EXIT_OK
+    return EXIT_FAIL_UNDER if plan.rejected or plan.unknown_ids or refused or not plan.tasks else EXIT_OK
 
 
 def cmd_init_workspace(args: argparse.Namespace) -> int:

@@ -61,7 +61,9 @@ class Plan:
 
 def build_catalog(spec: RunSpec) -> Catalog:
     """The run's servers: a built-in catalog by name (``starter``, the default; ``mcp-atlas``) or
-    the starter catalog with a catalog file's entries over it; then ``servers.inline`` over that."""
+    the starter catalog with a catalog file's entries over it; then ``servers.inline`` over that.
+    Only a built-in catalog's entries are the host's: the others get what the sandbox grants
+    them (servers/sandbox.py), and each names where it was declared for the sandbox's errors."""
     chosen = spec.spec.servers.catalog
     if chosen and is_builtin(chosen):
         catalog = load_catalog(chosen)
@@ -70,7 +72,9 @@ def build_catalog(spec: RunSpec) -> Catalog:
         if chosen:
             catalog = catalog.merged(load_catalog(spec.resolve(chosen)).servers)
     if spec.spec.servers.inline:
-        catalog = catalog.merged(spec.spec.servers.inline)
+        run_file = str(spec.source_file) if spec.source_file else None
+        inline = [s.declared_at(run_file, f"spec.servers.inline[{s.name}]") for s in spec.spec.servers.inline]
+        catalog = catalog.merged(inline)
     return catalog
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -116,6 +117,21 @@ class ResourceLimits(BaseModel):
         return base.model_copy(update=self.model_dump(exclude_none=True))
 
 
+@dataclass(frozen=True)
+class HostGrant:
+    """What the host's own configuration lets a server have in the local sandbox beyond the
+    defaults: host paths to read, the host network, host environment variables."""
+
+    read_only_paths: frozenset[str] = frozenset()
+    network: bool = False
+    secrets: frozenset[str] = frozenset()
+
+
+# The fields that say which program a server entry runs: an entry that is not the host's keeps
+# the grant of the built-in entry it replaces only while these are the same (servers/sandbox.py).
+_PROGRAM = {"transport", "command", "args", "env", "cwd", "url", "package", "path_aliases"}
+
+
 class ServerSpec(BaseModel):
     """One MCP server: local launch recipe plus the facts cluster mode needs."""
 
@@ -123,6 +139,10 @@ class ServerSpec(BaseModel):
     # True only for entries of a built-in catalog (the host's own configuration): a run file's
     # inline servers and catalog files cannot set it, so they cannot lower the sandbox's policy.
     _host: bool = PrivateAttr(default=False)
+    # Not the host's: the grant of the built-in entry it replaced while running the same program
+    # (Catalog.merged), and where it was declared, (file, field path), for errors.
+    _grant: HostGrant = PrivateAttr(default_factory=HostGrant)
+    _origin: tuple[str | None, str] | None = PrivateAttr(default=None)
     name: str
     """Server name: lowercase letters, digits and hyphens; tools are prefixed with it."""
     description: str = ""
@@ -248,6 +268,33 @@ class ServerSpec(BaseModel):
         other entry (a run file's inline servers, a catalog file's) executes code."""
         return self.executes_code or not self._host
 
+    @property
+    def wants_network(self) -> bool:
+        """The entry asks for the host network locally: it declares egress, or is an HTTP server."""
+        return self.transport == "http" or bool(self.egress.hosts or self.egress.cidrs or self.egress.ports)
+
+    @property
+    def host_grant(self) -> HostGrant:
+        """What the host lets this entry have: a built-in entry all it declares; any other entry
+        what the built-in entry it replaced had, if it runs the same program, else nothing."""
+        if not self._host:
+            return self._grant
+        return HostGrant(frozenset(self.read_only_paths), self.wants_network, frozenset(self.secrets))
+
+    def runs_same_program(self, other: ServerSpec) -> bool:
+        return self.model_dump(include=_PROGRAM) == other.model_dump(include=_PROGRAM)
+
+    @property
+    def origin(self) -> tuple[str | None, str]:
+        """(file, field path) where an entry that is not the host's was declared, for errors."""
+        return self._origin or (None, f"server {self.name!r}")
+
+    def declared_at(self, where: str | None, path: str) -> ServerSpec:
+        """A copy that names ``path`` in ``where`` (a file) as where it was declared."""
+        copy = self.model_copy()
+        copy._origin = (where, path)
+        return copy
+
 
 class Catalog(BaseModel):
     model_config = _CONFIG
@@ -265,9 +312,16 @@ class Catalog(BaseModel):
         return found
 
     def merged(self, extra: list[ServerSpec]) -> Catalog:
-        """Entries in ``extra`` replace same-named entries; new ones are appended."""
+        """Entries in ``extra`` replace same-named entries; new ones are appended. One that is not
+        the host's keeps the host grant of the entry it replaces if it runs the same program."""
         table = self.by_name()
         for spec in extra:
+            replaced = table.get(spec.name)
+            if not spec.host_trusted:
+                spec = spec.model_copy()
+                spec._grant = HostGrant()
+                if replaced is not None and replaced.runs_same_program(spec):
+                    spec._grant = replaced.host_grant
             table[spec.name] = spec
         return Catalog(servers=list(table.values()))
 
@@ -301,6 +355,7 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> Catalog:
     for spec in catalog.servers:
         spec.limits = spec.limits.over(catalog.limits)
         spec._host = host
+        spec._origin = None if host else (str(source), f"servers[{spec.name}]")
     return catalog
 
 

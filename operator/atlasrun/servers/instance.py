@@ -41,7 +41,7 @@ from atlasrun.servers.mcp_sdk import (
     Tool,
     stdio_client,
 )
-from atlasrun.servers.sandbox import Dirs, Launch, Sandbox, SandboxError
+from atlasrun.servers.sandbox import Dirs, Launch, Sandbox, SandboxError, permitted_secrets
 from atlasrun.servers.scratch import DataCopy, TaskData, new_scratch
 
 
@@ -101,13 +101,14 @@ _SECRET_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def with_secrets(spec: ServerSpec, texts: list[str]) -> list[str]:
-    """``${NAME}`` replaced by the value of the declared secret NAME ("" when unset, as envsubst
-    does); a name the entry does not declare is left as written."""
+    """``${NAME}`` replaced by the value of the declared secret NAME the host grants the entry
+    ("" when unset, as envsubst does); any other name is left as written."""
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
-        return os.environ.get(name, "") if name in spec.secrets else match.group(0)
+        return os.environ.get(name, "") if name in granted else match.group(0)
 
+    granted = set(permitted_secrets(spec))  # what the host lets the entry have (sandbox.py)
     return [_SECRET_REF.sub(value, text) for text in texts]
 
 

@@ -4,12 +4,12 @@
 that actually runs, whatever the launch strategy (fresh, pooled, stdio, HTTP):
 
 - With ``bwrap`` (Debian ``bubblewrap``): new PID, IPC, UTS, cgroup and user namespaces
-  and a new network namespace with only loopback, unless the catalog entry declares
-  ``egress`` or is a ``transport: http`` server the runner reaches on host loopback
-  (those keep the host network; their processes are confined otherwise). The root is an
-  empty tmpfs with read-only binds of ``/usr`` (+ the ``/bin``, ``/lib`` links), a few
-  ``/etc`` files, the server's install directory, a venv's base interpreter and the
-  entry's ``read_only_paths``; a private ``/tmp``; its scratch directory read-write; its
+  and a new network namespace with only loopback, unless the host network is granted (below)
+  to an entry that declares ``egress`` or is a ``transport: http`` server the runner reaches on
+  host loopback (those keep the host network; their processes are confined otherwise). The root
+  is an empty tmpfs with read-only binds of ``/usr`` (+ the ``/bin``, ``/lib`` links), a few
+  ``/etc`` files, the server's install directory, a venv's base interpreter and the granted
+  ``read_only_paths``; a private ``/tmp``; its scratch directory read-write; its
   data directory read-write only when it is the server's own private copy
   (``isolate_data``), read-only otherwise. Paths keep their host names, so the catalog's
   placeholders need no translation, except the data root of a ``mount_data`` entry, which is
@@ -22,9 +22,19 @@ that actually runs, whatever the launch strategy (fresh, pooled, stdio, HTTP):
   servers, a catalog file) counts as executing code (``ServerSpec.may_execute_code``).
 - Resources are bounded (servers/limits.py): rlimits set by ``prlimit`` inside the sandbox, a
   pids cgroup where one can be made, and a guard the instance runs (``Launch.guard``).
-- The environment holds only the entry's declared ``env`` and ``secrets`` plus PATH, HOME
-  (the scratch directory) and LANG. bwrap itself is started with that environment and
+- The environment holds only the entry's declared ``env`` and granted ``secrets`` plus PATH,
+  HOME (the scratch directory) and LANG. bwrap itself is started with that environment and
   nothing else.
+- What widens the sandbox is granted by the host, never by a run file (``ServerSpec.host_grant``):
+  a built-in catalog entry has the host paths, network and secrets it declares; an entry that is
+  not from a built-in catalog (``servers.inline``, a catalog file) has those of the built-in
+  entry it replaces, only while it runs the same program (command, args, env, package, ...),
+  else none. Beyond its grant, ``Sandbox.check`` refuses before any work (``HostPolicyError``,
+  naming the field and file) an entry that asks for ``read_only_paths``, for ``secrets`` the
+  host has not listed in ``$ATLAS_SERVER_SECRETS`` (names, comma-separated: the host's opt-in
+  for a run file's own servers), or that is a ``transport: http`` server started here (it
+  cannot be reached without the host network); one that declares ``egress`` runs with only its
+  own loopback, with a warning (``egress`` is also its cluster-mode NetworkPolicy).
 - Without a working bwrap no local server process starts unless the host allows it
   (``--unsafe-host-exec``, never a run file); allowed, each runs unconfined (no limits either)
   with a warning. Unconfined processes still get ``PR_SET_PDEATHSIG`` (util-linux ``setpriv``)
@@ -42,7 +52,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from atlasrun.errors import AtlasError
+from atlasrun.errors import AtlasError, InputError
 from atlasrun.flags import UNSAFE_FLAG
 from atlasrun.servers.catalog import ServerSpec
 from atlasrun.servers.limits import Guard, bounds_for, new_pids_cgroup, prlimit_command
@@ -59,8 +69,53 @@ _SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SDK_DEFAULTS = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 
+# The host's opt-in for host environment variables a run file's own servers may receive.
+SECRETS_VAR = "ATLAS_SERVER_SECRETS"
+
+
 class SandboxError(AtlasError):
     """A server cannot be confined here and may not run unconfined."""
+
+
+class HostPolicyError(SandboxError, InputError):
+    """An entry that is not from a built-in catalog asks for more than the host grants it."""
+
+
+def host_allowed_secrets() -> frozenset[str]:
+    """The names ``$ATLAS_SERVER_SECRETS`` lists (comma or space separated)."""
+    return frozenset(os.environ.get(SECRETS_VAR, "").replace(",", " ").split())
+
+
+def permitted_secrets(spec: ServerSpec) -> list[str]:
+    """The entry's declared secrets that the host grants it (all of a built-in entry's)."""
+    allowed = spec.host_grant.secrets | host_allowed_secrets()
+    return [name for name in spec.secrets if name in allowed]
+
+
+def overreach(spec: ServerSpec) -> list[str]:
+    """What a local entry that is not the host's asks for beyond its grant, by field."""
+    if spec.host_trusted or not spec.command:
+        return []
+    grant, problems = spec.host_grant, []
+    paths = [p for p in spec.read_only_paths if p not in grant.read_only_paths]
+    if paths:
+        problems.append(
+            f"read_only_paths: {', '.join(map(repr, paths))} would be readable in the sandbox; only a "
+            "built-in catalog entry can give a server host paths: put what it needs in the data root"
+        )
+    secrets = [name for name in spec.secrets if name not in permitted_secrets(spec)]
+    if secrets:
+        names = ",".join(secrets)
+        problems.append(
+            f"secrets: {names} would pass this host's environment variable(s) into the server; a run "
+            f"file or catalog file cannot do that: the host allows it with {SECRETS_VAR}={names}"
+        )
+    if spec.transport == "http" and not grant.network:
+        problems.append(
+            "transport: an http server started here is reached over the host network, which only a "
+            "built-in catalog entry gets: use stdio, or start the server yourself and give only its url"
+        )
+    return problems
 
 
 @dataclass(frozen=True)
@@ -167,7 +222,12 @@ class Sandbox:
         return bool(spec.command and self.unavailable and not self.allow_host_exec)
 
     def check(self, *specs: ServerSpec) -> None:
-        """Raise ``SandboxError`` naming every server in ``specs`` that may not run here."""
+        """Raise ``HostPolicyError`` for the first server in ``specs`` that asks for more than the
+        host grants it, else ``SandboxError`` naming every one that may not run here."""
+        for spec in specs:
+            if problems := overreach(spec):
+                where, path = spec.origin
+                raise HostPolicyError("; ".join(f"{path}.{p}" for p in problems), where=where)
         refused = ", ".join(repr(s.name) for s in specs if self.refuses(s))
         if refused:
             raise SandboxError(
@@ -192,6 +252,15 @@ class Sandbox:
                 env["PATH"] = f"{links}:{env.get('PATH', _SYSTEM_PATH)}"
             return _with_pdeathsig(Launch(launch.command, launch.args, env, launch.cwd))
         assert self.bwrap is not None
+        if spec.wants_network and not spec.host_grant.network and f"{spec.name}/net" not in _warned:
+            _warned.add(f"{spec.name}/net")
+            where, path = spec.origin
+            print(
+                f"warning: server {spec.name!r} runs without network: {path}"
+                f"{f' ({where})' if where else ''} declares egress, but only a built-in catalog "
+                "entry gets the host network in the sandbox",
+                file=sys.stderr,
+            )
         env = sandbox_env(spec, launch.env, dirs)
         as_pid_1 = not spec.may_execute_code and _offers(self.bwrap, "--as-pid-1")
         argv = [*bwrap_args(spec, dirs, env, as_pid_1), "--chdir", launch.cwd or str(dirs.scratch), "--"]
@@ -234,14 +303,14 @@ def sandbox_env(spec: ServerSpec, declared: dict[str, str], dirs: Dirs) -> dict[
 
 
 def _secrets(spec: ServerSpec) -> dict[str, str]:
-    """Declared secrets pass through by name, nothing else does."""
-    return {name: os.environ[name] for name in spec.secrets if name in os.environ}
+    """Declared secrets the host grants pass through by name, nothing else does."""
+    return {name: os.environ[name] for name in permitted_secrets(spec) if name in os.environ}
 
 
 def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str], as_pid_1: bool = False) -> list[str]:
     """bwrap's options for ``spec`` (everything before ``--chdir``); ``as_pid_1``: the server
     is its PID namespace's PID 1 (only for a server that executes no code)."""
-    network = spec.transport == "http" or bool(spec.egress.hosts or spec.egress.cidrs or spec.egress.ports)
+    network = spec.wants_network and spec.host_grant.network
     argv = ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session"]
     if as_pid_1 and not spec.may_execute_code:
         # The server is its PID namespace's PID 1 (one bwrap process per server, not two); a
@@ -251,7 +320,7 @@ def bwrap_args(spec: ServerSpec, dirs: Dirs, env: dict[str, str], as_pid_1: bool
     argv += system_binds()
     for name in _ETC + (_ETC_NET if network else ()):
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    read_only = [Path(p) for p in spec.read_only_paths]
+    read_only = [Path(p) for p in spec.read_only_paths if p in spec.host_grant.read_only_paths]
     if dirs.install is not None:
         read_only += [dirs.install, *filter(None, [_venv_base(dirs.install)])]
     for path in read_only:
