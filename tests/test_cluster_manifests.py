@@ -246,6 +246,13 @@ def test_data_volume_is_copied_into_each_pods_own_data_before_the_servers_start(
     assert {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}} in pod["volumes"]  # writes stay in the pod
     assert seed["securityContext"]["readOnlyRootFilesystem"] is True
     assert "seed-data" not in [c["name"] for c in make_job()["spec"]["template"]["spec"]["initContainers"]]
+    # The pod's 12 KiB of termination messages are shared by every container, seed and sidecars
+    # included: the runner is told its share (a longer message would be cut and read as none).
+    for spec in (pod, make_job()["spec"]["template"]["spec"]):
+        (runner,) = spec["containers"]
+        share = 12 * 1024 // (len(spec["initContainers"]) + 1) - 16
+        limit = {e["name"]: e.get("value") for e in runner["env"]}["ATLAS_TERMINATION_LIMIT"]
+        assert int(limit) == min(4000, share), (limit, len(spec["initContainers"]))
 
 
 def test_job_metadata_owner_policy_and_kueue() -> None:

@@ -62,6 +62,7 @@ from atlasrun.cluster.wire.contract import (
     ENV_RUN_SPEC,
     ENV_SERVER_NAME,
     ENV_SERVER_PORT,
+    ENV_TERMINATION_LIMIT,
     ENV_WORK_UNIT,
     EXIT_INPUT,
     KIND,
@@ -72,6 +73,7 @@ from atlasrun.cluster.wire.contract import (
     RUNNER,
     WorkUnit,
     control_port,
+    termination_limit,
 )
 from atlasrun.errors import InputError
 from atlasrun.runspec.run import API_VERSION, JudgeSpec, Limits, ModelSpec, Placement, RunSpecBody
@@ -374,6 +376,11 @@ def render_job(
         "command": ["atlas", "run-task"],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    init_containers = [
+        *_seed_data(body, runner_image, data_mount),
+        *(_sidecar(s, body, data_mount) for s in servers),
+    ]
+    runner["env"].append(_env(ENV_TERMINATION_LIMIT, str(termination_limit(len(init_containers) + 1))))
     pod_spec = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -387,10 +394,7 @@ def render_job(
             "fsGroup": UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "initContainers": [
-            *_seed_data(body, runner_image, data_mount),
-            *(_sidecar(s, body, data_mount) for s in servers),
-        ],
+        "initContainers": init_containers,
         "containers": [runner],
         "volumes": volumes,
     }

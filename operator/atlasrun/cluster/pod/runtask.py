@@ -79,12 +79,14 @@ from atlasrun.cluster.wire.contract import (
     ENV_DATA_SOURCE,
     ENV_INDEX,
     ENV_RUN_SPEC,
+    ENV_TERMINATION_LIMIT,
     ENV_WORK_UNIT,
     EXIT_INPUT,
     EXIT_OK,
     EXIT_RETRY,
     EXIT_STORE,
     INFRA_EXITS,
+    TERMINATION_LIMIT,
     TasksRef,
     WorkUnit,
 )
@@ -119,6 +121,7 @@ ENV = {
     "repeat": "ATLAS_REPEAT",
     "results_uri": "ATLAS_RESULTS_URI",
     "termination_path": "ATLAS_TERMINATION_PATH",
+    "termination_limit": ENV_TERMINATION_LIMIT,
     "s3_attempts": "ATLAS_S3_ATTEMPTS",
     "s3_backoff_s": "ATLAS_S3_BACKOFF_SECONDS",
     "work_dir": "ATLAS_WORK_DIR",
@@ -135,6 +138,7 @@ class Inputs:
     repeat: int
     results_uri: str
     termination_path: Path = Path(DEFAULT_TERMINATION_PATH)
+    termination_limit: int = TERMINATION_LIMIT  # bytes: the runner's share of the pod's 12 KiB
     endpoint_url: str | None = None  # None: AWS_ENDPOINT_URL(_S3)
     s3_attempts: int = DEFAULT_ATTEMPTS
     s3_backoff_s: float = DEFAULT_BACKOFF_S
@@ -180,6 +184,7 @@ def read_inputs(env: Mapping[str, str], overrides: Mapping[str, Any] | None = No
         repeat=number("repeat", int, None, 0),
         results_uri=str(value("results_uri")),
         termination_path=Path(value("termination_path", required=False) or DEFAULT_TERMINATION_PATH),
+        termination_limit=number("termination_limit", int, TERMINATION_LIMIT, 256),
         endpoint_url=given.get("endpoint_url"),
         s3_attempts=number("s3_attempts", int, DEFAULT_ATTEMPTS, 1),
         s3_backoff_s=number("s3_backoff_s", float, DEFAULT_BACKOFF_S, 0),
@@ -217,6 +222,7 @@ def _unit_inputs(
         repeat=repeat,
         results_uri=unit.results_uri,
         termination_path=Path(value("termination_path", required=False) or DEFAULT_TERMINATION_PATH),
+        termination_limit=number("termination_limit", int, TERMINATION_LIMIT, 256),
         s3_attempts=number("s3_attempts", int, DEFAULT_ATTEMPTS, 1),
         s3_backoff_s=number("s3_backoff_s", float, DEFAULT_BACKOFF_S, 0),
         work_dir=Path(work_dir) if (work_dir := value("work_dir", required=False)) else None,
@@ -649,11 +655,12 @@ def run_task(inputs: Inputs, warn: Callable[[str], None] = _stderr) -> int:
         for item in done:  # one line per item in the pod's log
             print(mask(compact(item.summary.to_message())), flush=True)
         code = batch_exit([item.code for item in done])
-        text = mask(compact_batch([item.summary for item in done], code, cpu_s))
+        text = mask(compact_batch([item.summary for item in done], code, cpu_s, inputs.termination_limit))
     else:
         (item,) = done
         summary = item.summary.model_copy(update={"cpu_s": cpu_s})
-        code, text = item.code, compact(json.loads(mask(json.dumps(summary.to_message()))))
+        message = json.loads(mask(json.dumps(summary.to_message())))
+        code, text = item.code, compact(message, inputs.termination_limit)
     print(text, flush=True)
     write_termination(inputs.termination_path, text, warn)
     return code

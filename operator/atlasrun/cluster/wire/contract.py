@@ -89,6 +89,16 @@ def control_port(server_port: int) -> int:
 
 
 TERMINATION_LIMIT = 4000  # bytes; Kubernetes keeps at most 4096 per container
+# ... and 12 KiB per pod, shared equally by all its containers (init containers and sidecars
+# included): a message past its share is cut by the kubelet and reads as no message at all.
+POD_TERMINATION_BYTES = 12 * 1024
+ENV_TERMINATION_LIMIT = "ATLAS_TERMINATION_LIMIT"  # the runner: its share, from the pod spec
+
+
+def termination_limit(containers: int) -> int:
+    """The bytes the runner's termination message may take in a pod of ``containers`` containers."""
+    return min(TERMINATION_LIMIT, POD_TERMINATION_BYTES // max(1, containers) - 16)
+
 
 # -- exit codes of `atlas run-task`
 EXIT_OK = 0  # a verdict was stored (scored, excluded, or a judge failure)
