@@ -166,6 +166,10 @@ def test_validate_counts_unknown_ids_apart_and_run_names_the_task_flag(tmp_path:
         "error: --task: no task has id 'q3-revenue-leadr' (did you mean 'q3-revenue-leader'?)" in done.stderr
     )
     assert "spec.tasks.ids" not in done.stderr
+    long_id = "q" * 5000  # before (issue 24): printed whole
+    done = atlas("run", str(DEMO), "--task", long_id, "--data-dir", str(tmp_path))
+    assert done.returncode == EXIT_BAD_INPUT and long_id not in done.stderr
+    assert f"error: --task: no task has id '{'q' * 76}... (5,000 characters)" in done.stderr, done.stderr
 
 
 def test_task_file_fields_get_a_did_you_mean(tmp_path: Path) -> None:

@@ -59,6 +59,12 @@ class Plan:
         return sorted({s for task in self.tasks for s in task_servers(task, self.enabled_servers).connect})
 
 
+def _shown(task_id: str, limit: int = 80) -> str:
+    """An id as a message quotes it: escaped, and cut to ``limit`` characters (one was 5,000)."""
+    text = repr(task_id)
+    return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(task_id):,} characters)"
+
+
 def build_catalog(spec: RunSpec) -> Catalog:
     """The run's servers: a built-in catalog by name (``starter``, the default; ``mcp-atlas``) or
     the starter catalog with a catalog file's entries over it; then ``servers.inline`` over that.
@@ -150,7 +156,7 @@ def plan_run(spec: RunSpec) -> Plan:
         wanted = set(spec.spec.tasks.ids)
         known = [t.id for t in tasks]
         plan.unknown_ids = [
-            f"spec.tasks.ids: no task has id {i!r}{did_you_mean(i, known)}"
+            f"spec.tasks.ids: no task has id {_shown(i)}{did_you_mean(i, known)}"
             for i in spec.spec.tasks.ids
             if i not in set(known)
         ]
