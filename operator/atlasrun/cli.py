@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +30,12 @@ def _is_run_file(path: Path) -> bool:
     if path.suffix.lower() not in (".yaml", ".yml"):
         return False
     try:  # a special or too-large file is no run file: the task loader says what is wrong with it
-        doc = load_yaml(decode(read_user_file(path, "run file", DOCUMENT_LIMIT), str(path)), str(path))
+        text = decode(read_user_file(path, "run file", DOCUMENT_LIMIT), str(path))
+        # Parsed only if it may be one (a top-level kind: or spec:, or a flow mapping): a task file
+        # is then parsed once, by the task loader (YAML composes at ~1 s per MB).
+        if not re.search(r"^(kind|spec)\s*:", text, re.M) and not text.lstrip().startswith("{"):
+            return False
+        doc = load_yaml(text, str(path))
     except InputError:
         return False
     from atlasrun.runspec.run import KIND
