@@ -417,11 +417,12 @@ def classify(case: Case, code: int | None, out: str, err: str) -> Outcome:
     if code == 1:
         # A run file's rows are named in its task file, which sits beside it.
         files = {p.name for p in case.path.parent.iterdir()}
-        whole_file = f"error: {case.path} "  # a message about the whole file names it
+        # A message about a whole file (the case's, or the task file its run file names) names it.
+        folder = f"{case.path.parent}/"
         bad = [
             ln
             for ln in lines
-            if not ln.startswith(whole_file) and (not (m := ROW_ERROR.match(ln)) or m["file"] not in files)
+            if folder not in ln and (not (m := ROW_ERROR.match(ln)) or m["file"] not in files)
         ]
         if bad:
             return Outcome("unclear", bad[0])

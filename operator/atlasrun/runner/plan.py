@@ -41,7 +41,7 @@ class Plan:
     def why_nothing(self) -> str:
         """Why the plan has no task, naming the source and the setting that emptied it."""
         if self.unknown_ids:
-            return "fix the ids above"
+            return f"fix the ids above ({self.source} has no task of that id)"
         if not self.loaded:
             rejected = f" ({len(self.rejected)} row(s) rejected above)" if self.rejected else ""
             return f"{self.source} has no task to run{rejected}"
