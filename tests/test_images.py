@@ -370,17 +370,9 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
 
 # ---------------------------------------------------------------- the sidecar entrypoint
 
-# The MCP handshake's first request, as a client sends it to a sidecar's /mcp.
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "atlasrun-tests", "version": "0"},
-    },
-}
+# The MCP handshake's first request, as a client sends it to a sidecar's /mcp: the sidecar's own
+# readiness probe (one copy; sidecar.py is a standalone file in its image).
+INITIALIZE = _load("mcp-server/sidecar").INITIALIZE
 
 
 def _rpc(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
