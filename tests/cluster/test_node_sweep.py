@@ -29,6 +29,13 @@ def _ts(state: dict[str, Any], key: str) -> str:
     return str(next(iter(state.values()))[key])
 
 
+def _runner_exit(pod: dict[str, Any]) -> int | None:
+    for c in pod["status"].get("containerStatuses", []):
+        if c["name"] == "runner" and "terminated" in c.get("state", {}):
+            return int(c["state"]["terminated"]["exitCode"])
+    return None
+
+
 def test_sweep_in_real_pods_matches_atlas_run(
     node_run_env: NodeRunEnv,  # noqa: F811
     tmp_path: Path,
@@ -47,25 +54,31 @@ def test_sweep_in_real_pods_matches_atlas_run(
 
     # Every item ran in a real pod that passed restricted admission, with its sidecars started
     # before the runner and stopped after it, and its result read from the termination message.
-    pods = [p for p in env.recorder.of_run("sweep") if p["status"].get("phase") == "Succeeded"]
-    assert len(pods) >= 12, [p["metadata"]["name"] for p in env.recorder.of_run("sweep")]
+    # The operator deletes a counted pod, so the recorder's last look at one can fall between the
+    # runner's exit and the sidecars' stop (phase still Running): a pod counts once its runner exited 0.
+    seen = env.recorder.of_run("sweep")
+    pods = [p for p in seen if _runner_exit(p) == 0]
+    assert len(pods) >= 12, [(p["metadata"]["name"], p["status"].get("phase")) for p in seen]
+    assert any(p["status"].get("phase") == "Succeeded" for p in pods), "no pod seen Succeeded"
     for pod in pods:
         st = pod["status"]
         runner = next(c for c in st["containerStatuses"] if c["name"] == "runner")
         assert runner["imageID"].endswith(env.images["runner"].split("@", 1)[1])
-        assert runner["state"]["terminated"]["exitCode"] == 0
         assert runner["state"]["terminated"]["message"]
         sidecars = [c for c in st.get("initContainerStatuses", []) if c["name"].startswith("mcp-")]
         assert sidecars, pod["metadata"]["name"]
         for side in sidecars:
             server = side["name"].removeprefix("mcp-")
             assert side["imageID"].endswith(env.images[f"mcp-{server}"].split("@", 1)[1])
-            started, stopped = (
-                side["state"]["terminated"]["startedAt"],
-                side["state"]["terminated"]["finishedAt"],
+            state = side["state"].get("terminated") or side["state"].get("running")
+            assert state, (pod["metadata"]["name"], side)
+            assert state["startedAt"] <= runner["state"]["terminated"]["startedAt"], (
+                pod["metadata"]["name"],
+                side,
             )
-            assert started <= runner["state"]["terminated"]["startedAt"], (pod["metadata"]["name"], side)
-            assert stopped >= runner["state"]["terminated"]["finishedAt"], (pod["metadata"]["name"], side)
+            if st.get("phase") == "Succeeded":  # every sidecar stopped, after the runner
+                stopped = side["state"]["terminated"]["finishedAt"]
+                assert stopped >= runner["state"]["terminated"]["finishedAt"], (pod["metadata"]["name"], side)
         assert pod["metadata"]["annotations"].get("atlasrun.dev/model") in ("sharp", "sloppy")
 
     # The same items locally with `atlas run`: the same numbers.
