@@ -42,7 +42,7 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
             "The container image is 412 MB.",
             "The listing shows 412 MB. Correction: the final image is 530 MB; the 412 MB figure is the "
             "compressed size.",
-            "abstain:contradiction",
+            "not_fulfilled",  # the final image is 530 MB: 412 MB is said of the compressed size
         ),
     ],
     "negation both ways": [
@@ -71,7 +71,7 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
         (
             "Priya Nair approved the pull request opened by Tom Becker.",
             "Pull request #882 was opened by Priya Nair on Tuesday and approved by Tom Becker.",
-            "abstain:role",
+            "not_fulfilled",  # Tom Becker approved it, in the sentence that names Priya Nair too
         ),
         (
             "Laura Kim interviewed Daniel Osei.",
@@ -172,7 +172,7 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
         (
             "The largest table is events with 48 million rows.",
             "The largest table is sessions with 48 million rows; events is second with 31 million.",
-            "abstain:contradiction",
+            "abstain:relation",  # "events" is said, but not where 48 million is
         ),
         (
             "The cluster has 12 nodes and runs Kubernetes 1.29.",
@@ -314,7 +314,7 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
         (
             "The pod's memory limit is 256 MiB.",
             "The pod sets a memory request of 256 MiB and a memory limit of 512 MiB.",
-            "abstain:contradiction",
+            "not_fulfilled",  # the limit is 512 MiB; 256 MiB is the request
         ),
         (
             "The certificate expires on 2025-01-15 and covers 3 domains.",

@@ -50,7 +50,7 @@ CASES = [
     (
         "The events table has 48 million rows.",
         "The sessions table has 48 million rows; the events table has 31 million rows.",
-        "abstain:contradiction",
+        "not_fulfilled",  # the events table has 31 million
     ),
     # regions named by compass words are names, not directions; a sign against the claim is not
     (

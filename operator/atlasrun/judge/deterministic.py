@@ -34,14 +34,26 @@ needs besides the facts (no later revision, the facts said together and of the c
 no negation, opposite word or hedge there) and abstains (or fails a revised value) otherwise. A
 claim figure not found where the answer gives other figures with the claim's words is not a decisive
 fail either (``gate.unreadable``: "400 GB of 500 GB" for 80%); a restated question with nothing
-else is.
+else is. A pass that survives the gate must also have *located* evidence (``judge.located``): a
+rate's period and a change's sign as the claim's, no other value said with more of the claim's
+subject, no claim word said only in a sentence about something else; a compound claim passes only
+when each of its statements does (``judge.compound``).
+
+Whose value is it (``judge.slots``): a claim value the answer says of something else while the
+claim's subject holds another value ("Osaka expects a high of 26 °C ... the high [in Tokyo] will be
+23 °C") is a decisive fail, whatever else is uncertain; another value that is clearly another
+subject's lifts a rival-value abstention. A negated claim is read against the sentences that name
+its subject ("did not finish" met by "failed"). In another Latin-script language, a claim figure
+stated nowhere is a decisive fail; anything else there is abstained on.
 """
 
 from __future__ import annotations
 
 import re
 
+from atlasrun.judge import slots
 from atlasrun.judge.base import Abstention, ClaimVerdict, JudgeInfo, Label
+from atlasrun.judge.compound import claim_parts, every_part, label_of
 from atlasrun.judge.evidence import (
     Span,
     asks,
@@ -56,10 +68,11 @@ from atlasrun.judge.evidence import (
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts, read, stem
 from atlasrun.judge.gate import doubt, unreadable
 from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, REFUSALS, STOPWORDS
+from atlasrun.judge.located import absent_figures, located, negated_claim, of_another
 from atlasrun.judge.matching import Tally, claim_stems, tally_facts
 from atlasrun.judge.roles import agent_check, role_conflict
 
-VERSION = "deterministic/3"
+VERSION = "deterministic/4"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 _NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|zero|0|\w+n't)$")  # "0 failed": none
@@ -70,7 +83,8 @@ _HEDGE_PHRASES = re.compile(
 _UNABLE = re.compile(
     r"\b(?:could(?: not|n't)|cannot|can't|(?:was |were )?unable to|(?:was|were)(?: not|n't) able to|"
     r"failed to|did(?: not|n't) manage to) "
-    r"(?:retrieve|find|get|access|determine|load|read|open|reach|fetch|check|look up)\b"
+    r"(?:retrieve|find|get|access|determine|load|read|open|reach|fetch|check|look up|run|execute|verify|"
+    r"confirm|test|see|query|inspect|log in)\b"
 )
 # A failure the answer reports of something else ("psycopg2 could not compile"), not of its own
 # attempt ("I could not", "the tool could not open it", "could not reach the API"): it still answers.
@@ -78,7 +92,10 @@ _OTHERS_FAILING = re.compile(
     r"(?<![\w'])(?!(?:i|we|tool|api|request|call|query|endpoint|lookup|search|page)\b)[a-z][\w.-]*[`'\")\]]? "
     r"(?:could not|couldn't|cannot|can't) (?=[a-z])"
 )
-_AFFIRMS = re.compile(r"\b(?:yes|yep|correct|right|indeed|confirmed|that's it|exactly)\b", re.I)
+# "right away", "the right context": no affirmation; "Right, ..." and "that's right" are
+_AFFIRMS = re.compile(
+    r"\b(?:yes|yep|correct|indeed|confirmed|that's it|exactly|that's right)\b|^\W*right\b", re.I | re.M
+)
 _CLAUSE_BREAK = {".", ",", ";", ":", "!", "?", "but", "though", "although", "however", "while"}
 _RELATION_SHARE = 0.5  # of the claim's content words, said in the sentences of its facts
 
@@ -165,6 +182,9 @@ def _negation_verdict(
     hedge = evidence.hedge() if tally.matched else None
     if hedge:
         return Abstention(kind="hedged", reason=f"answer hedges ('{hedge}'); {summary}")
+    negations = [n for n in negations if not of_another(claim, answer.text[slice(*n[1])])]
+    if not negations:
+        return None
     near = [n for n in negations if n[1] in evidence.spans]
     if not tally.matched or near or len(sentences(answer.text)) <= 2:
         return "not_fulfilled", f"{_NEGATES} ('{(near or negations)[0][0]}'); {summary}"
@@ -240,7 +260,9 @@ class _Evidence:
         self.outdone = _outdone(claim, tally, answer.text, spans)
 
     def hedge(self) -> str | None:
-        return next((c for s in self.sentences if (c := _cue(s, _HEDGE_CUES))), None)
+        """A hedge in a sentence of the facts itself (not in the one before it that it continues)."""
+        said = [self.answer.text[slice(*span)] for span in self.spans]
+        return next((c for s in said if (c := _cue(s, _HEDGE_CUES))), None)
 
     def all_asking(self) -> bool:
         return bool(self.sentences) and all(asks(s, (0, len(s))) for s in self.sentences)
@@ -295,35 +317,65 @@ class DeterministicJudge:
             and outcome[0] == "not_fulfilled"
             and outcome[1].startswith(_PART_WRONG)
         ):
-            right = [p for p in _claim_parts(claim) if _label(self._gated(p, response)) == "fulfilled"]
+            right = [p for p in claim_parts(claim) if label_of(self._gated(p, response)) == "fulfilled"]
             if right:  # "Q1 was $2.1M and Q2 was $2.6M", Q2 wrong: some key details covered
                 outcome = "partially_fulfilled", f"part right ('{right[0]}'), part wrong: {outcome[1]}"
+        elif isinstance(outcome, tuple) and outcome[0] == "fulfilled":
+            outcome = every_part(claim, response, outcome, self._gated)
         if isinstance(outcome, Abstention):
             return ClaimVerdict.abstained(claim, outcome.kind, outcome.reason)
         return ClaimVerdict.labelled(claim, outcome[0], outcome[1], 1.0)
 
     def _gated(self, claim: str, response: str) -> Outcome:
-        """The rules' verdict; a pass must survive the gate."""
-        outcome = self._verdict(claim, response)
+        """The rules' verdict; a pass must survive the gate. Other values of a claim value's kind make
+        it uncertain, unless ``judge.slots`` finds them clearly another subject's (or the claim's
+        value clearly another subject's: a decisive fail)."""
+        outcome = self._checked(claim, response, resolved=False)
+        if isinstance(outcome, Abstention) and outcome.kind == "language":
+            return outcome
+        if isinstance(outcome, Abstention) or outcome[0] == "fulfilled":
+            claim_facts, answer = read(claim, claim=True), read(response)
+            elsewhere = slots.outslotted(claim_facts, answer)
+            if elsewhere:  # the claim's subject holds another value: decisive whatever else is unsure
+                return "not_fulfilled", f"{_WRONG}: {elsewhere}"
+            if (
+                isinstance(outcome, Abstention)
+                and outcome.kind == "contradiction"
+                and not any(cue in outcome.reason for cue in _NOT_RIVALS)
+                and slots.resolved(claim_facts, answer)
+            ):
+                outcome = self._checked(claim, response, resolved=True)
+        return outcome
+
+    def _checked(self, claim: str, response: str, resolved: bool) -> Outcome:
+        outcome = self._verdict(claim, response, resolved)
         if isinstance(outcome, tuple) and outcome[0] == "fulfilled":
             claim_facts, answer = read(claim, claim=True), read(response)
-            doubted = doubt(claim_facts, answer, tally_facts(claim_facts, answer))
+            doubted = doubt(claim_facts, answer, tally_facts(claim_facts, answer), resolved)
             if isinstance(doubted, tuple):
                 outcome = doubted[0], f"{doubted[1]}; {outcome[1]}"
             elif doubted is not None:
                 outcome = Abstention(kind=doubted.kind, reason=f"{doubted.reason}; {outcome[1]}")
+            else:
+                outcome = _located(outcome, claim_facts, answer, resolved)
         return outcome
 
-    def _verdict(self, claim_text: str, response: str) -> Outcome:
+    def _verdict(self, claim_text: str, response: str, resolved: bool = False) -> Outcome:
         if not response.strip() or response.strip().lower() in ("n/a", "none", "-"):
             return "not_fulfilled", "empty answer"
-        for who, text in (("claim", claim_text), ("answer", response)):
-            language = foreign(text)
-            if language:
-                return Abstention(kind="language", reason=f"the {who} is not in English ({language})")
         claim, answer = read(claim_text, claim=True), read(response)
         tally = tally_facts(claim, answer)
         summary = _summary(claim, answer, tally)
+        for who, text in (("claim", claim_text), ("answer", response)):
+            language = foreign(text)
+            if language:
+                absent = absent_figures(claim, answer, tally) if who == "answer" else []
+                if absent and "script" not in language:  # a figure is a figure in any Latin-script language
+                    return (
+                        "not_fulfilled",
+                        f"{', '.join(absent)} nowhere in the answer ({language}); {summary}",
+                    )
+                return Abstention(kind="language", reason=f"the {who} is not in English ({language})")
         if tally.contradicted:
             return "not_fulfilled", f"{_WRONG}: {'; '.join(tally.contradicted[:4])}; {summary}"
         if tally.dumps:
@@ -338,6 +390,9 @@ class DeterministicJudge:
         claim_negated = _negated(claim.text, terms)
         negation = negations[0] if negations else None
         if claim_negated and not negation:
+            by_state = negated_claim(claim, answer, tally)
+            if by_state:
+                return by_state[0], f"{by_state[1]}; {summary}"
             if _says_whole(claim, answer.text):
                 return (
                     "not_fulfilled",
@@ -361,41 +416,27 @@ class DeterministicJudge:
         if roles:
             return Abstention(kind="role", reason=f"{roles.reason}; {summary}")
         if tally.facts:
-            return _with_facts(claim, tally, evidence, summary)
+            return _with_facts(claim, tally, evidence, summary, resolved)
         return _without_facts(claim, answer, summary)
 
 
+def _located(passed: tuple[Label, str], claim: Facts, answer: Facts, resolved: bool) -> Outcome:
+    """A pass that survived the gate, unless its evidence is not located (``judge.located``)."""
+    found = located(claim, answer, tally_facts(claim, answer), resolved)
+    if isinstance(found, tuple):
+        return found[0], f"{found[1]}; {passed[1]}"
+    if found is not None:
+        return Abstention(kind=found.kind, reason=f"{found.reason}; {passed[1]}")
+    return passed
+
+
+# Contradiction abstentions that no placing of the other values resolves: a revision, a past state.
+_NOT_RIVALS = ("revises", "a past state", "signed against")
 _WRONG, _NEGATES = "contradicted", "answer negates the claim"
 _PART_WRONG = (_WRONG, _NEGATES)  # verdicts on one part of a claim: another part may still be met
 
 
-def _label(outcome: Outcome) -> Label | None:
-    return None if isinstance(outcome, Abstention) else outcome[0]
-
-
-_PART_BREAK = re.compile(r";\s+|,?\s+and\s+(?!(?:then|so)\b)")
-
-
-def _claim_parts(claim: str) -> list[str]:
-    """The statements a compound claim joins ("X has 12 nodes and runs 1.29"; "Q1 was A; Q2 was B"),
-    each with words of its own and a key fact (or two content words); [] for one statement or a list
-    ("A, B and C")."""
-    parts = [p.strip(" .") for p in _PART_BREAK.split(claim)]
-    if len(parts) < 2:
-        return []
-    for part in parts:
-        facts = read(part, claim=True)
-        has_fact = facts.quantities or facts.dates or facts.times or facts.ids or facts.names
-        if (
-            len(re.findall(r"[\w$€£.:/-]+", part)) < 3
-            or not facts.content
-            or not (has_fact or len(facts.content) >= 2)
-        ):
-            return []
-    return parts
-
-
-def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str) -> Outcome:
+def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str, resolved: bool) -> Outcome:
     if not tally.matched or (tally.missing and len(tally.matched) == len(tally.undecided)):
         derived = unreadable(claim, evidence.answer, tally)
         if derived:
@@ -404,9 +445,9 @@ def _with_facts(claim: Facts, tally: Tally, evidence: _Evidence, summary: str) -
     unpaired = _unpaired(claim, tally, evidence.answer)
     if unpaired:
         return "not_fulfilled", f"{unpaired}; {summary}"
-    if evidence.outdone:
+    if evidence.outdone and not resolved:
         return Abstention(kind="contradiction", reason=f"{evidence.outdone}; {summary}")
-    if tally.candidates:
+    if tally.candidates and not resolved:
         return Abstention(
             kind="contradiction",
             reason=f"another value for the same quantity: {'; '.join(tally.candidates[:3])}",

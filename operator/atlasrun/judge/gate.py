@@ -66,6 +66,9 @@ _HEDGE = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(h) for h in HEDGES) + 
 _CLAIM_SHARE = 0.5
 
 
+_FROM = re.compile(r"\s+(?:\w+\s+)?from\b", re.I)
+
+
 def _cues(text: str) -> list[tuple[int, str]]:
     found = [(m.start(), m.group(0)) for m in CORRECTION.finditer(text)]
     found += [(m.start(), m.group(0)) for m in _REVISION.finditer(text)]
@@ -122,14 +125,24 @@ def _correction(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
     if not cues or not tally.hits:
         return None
     first_hit = min(s for s, _, _ in tally.hits)
-    later = [(at, cue) for at, cue in cues if at > first_hit]
+    text = answer.text
+    # "was moved from Monday 7 Apr": what follows "from" is the old value, the one before it stands
+    later = [(at, cue) for at, cue in cues if at > first_hit and not _FROM.match(text, at + len(cue))]
     if not later:
         return None  # the correction comes before the facts: they are what it corrects to
     at, cue = later[-1]
     text = answer.text
     for kind in sorted({k for _, _, k in tally.hits}):
         restated, other = _values_after(claim, answer, kind, at)
-        if kind in ("id", "name"):
+        if kind == "name":  # another full name after the cue, the claim's not said again in full
+            named = {" ".join(n).lower() for n in claim.names}
+            after = text[at:].lower()
+            restated = any(n in after for n in named)
+            other = not restated and any(
+                len(n) > 1 and " ".join(n).lower() not in named and " ".join(n) in text[at:]
+                for n in answer.names
+            )
+        elif kind == "id":
             restated = any(s > at for s, _, k in tally.hits if k == kind)
             shapes = {re.sub(r"\d", "9", i) for i in claim.ids}
             other = kind == "id" and any(
@@ -371,13 +384,19 @@ def _unasserted(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
             if other and not restated:
                 where = f"after '{contrast.group(0)}'" if contrast else "next"
                 return "not_fulfilled", f"'{cue}' frames {said}; the answer gives another value {where}"
-    unframed = [why for kind, why in framed.items() if kind not in plain]
+    # the subject (a name, an id) restated with the question, its values said plainly: an answer
+    values_plain = bool(plain)
+    unframed = [
+        why
+        for kind, why in framed.items()
+        if kind not in plain and not (values_plain and kind in ("id", "name"))
+    ]
     if unframed:
         return Abstention(kind="hedged", reason=f"{unframed[0]}: an expectation or a conditional")
     return None
 
 
-def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
+def doubt(claim: Facts, answer: Facts, tally: Tally, resolved: bool = False) -> Outcome:
     """Why a ``fulfilled`` the rules reached is not decisive (an abstention or a decisive
     ``not_fulfilled``), or None when it stands."""
     corrected = _correction(claim, answer, tally)
@@ -404,15 +423,15 @@ def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
     framed = _unasserted(claim, answer, tally)
     if framed:
         return framed
-    rival = _rival(claim, answer, tally)
+    rival = None if resolved else _rival(claim, answer, tally)  # ``resolved``: ``judge.slots`` placed them
     if rival:
         return Abstention(kind="contradiction", reason=rival)
     against = _signed_against(claim, answer.text)
     if against:
         return Abstention(kind="contradiction", reason=against)
     found = _together(claim, answer, tally)
-    rivalled = any(k in ("name", "id") for _, _, k in tally.rivals) or bool(
-        tally.candidates
+    rivalled = any(k in ("name", "id") for _, _, k in tally.rivals) or (
+        bool(tally.candidates) and not resolved
     )  # another entity or value the relation may be of
     if found is None and (rivalled or tally.rivals):
         return Abstention(kind="relation", reason="the claim's facts are not stated together in one sentence")
@@ -422,17 +441,28 @@ def doubt(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
         return Abstention(
             kind="relation", reason=f"the sentence of the facts says {share:.0%} of the claim's words"
         )
-    opposite = _opposite(claim, said) if found else None
+    opposite = _opposite(claim, said) if found and not claim_negated else None  # "did not finish": "failed"
     if opposite:
         return Abstention(kind="negation", reason=f"the sentence of the facts also says '{opposite}'")
     if not claim_negated:
         negation = _negated_in(said, claim)
         if negation:
             return Abstention(kind="negation", reason=f"'{negation}' in the sentence of the facts")
-    hedge = _HEDGE.search(said) or _HEDGE.search(answer.text if len(sentences(answer.text)) <= 3 else "")
+    own = answer.text[slice(*found[0])] if found else said  # not the sentence it continues
+    hedge = _HEDGE.search(own) or _HEDGE.search(
+        _bare(answer.text) if len(sentences(answer.text)) <= 3 else ""
+    )
     if hedge:
         return Abstention(kind="hedged", reason=f"answer hedges ('{hedge.group(0)}')")
     return None
+
+
+def _bare(text: str) -> str:
+    """The sentences that state no figure and no name of their own: a hedge there ("I'm not sure.")
+    covers the whole of a short answer; one said with its own values ("it might be 2.3 million")
+    covers those."""
+    spans = sentences(text)
+    return " ".join(text[a:b] for a, b in spans if not re.search(r"\d|(?<=[a-z,;] )[A-Z][a-z]", text[a:b]))
 
 
 def unreadable(claim: Facts, answer: Facts, tally: Tally) -> str | None:

@@ -473,3 +473,48 @@ IRREGULAR_VERBS = {
     "began": "begin", "begun": "begin", "lost": "lose", "beaten": "beat", "got": "get", "gotten": "get",
     "owned": "own", "signed": "sign",
 }  # fmt: skip
+
+# Abbreviations an answer writes for a claim's word ("max 25.9 °C" for "the maximum").
+ABBREVIATIONS = {
+    "max": "maximum",
+    "min": "minimum",
+    "avg": "average",
+    "temp": "temperature",
+    "qty": "quantity",
+    "approx": "approximately",
+    "config": "configuration",
+    "repo": "repository",
+    "env": "environment",
+    "prod": "production",
+    "dev": "development",
+    "mem": "memory",
+    "pct": "percent",
+}
+
+# Words that state the opposite of each other's state, for a negated claim ("did not finish" is met by
+# "failed"; "is not operational" by "degraded"). Each group with its opposite group.
+OPPOSITE_STATES: list[tuple[set[str], set[str]]] = [
+    (
+        {
+            "finish",
+            "finished",
+            "succeed",
+            "succeeded",
+            "complete",
+            "completed",
+            "pass",
+            "passed",
+            "work",
+            "worked",
+        },
+        {"fail", "failed", "fails", "failing", "crash", "crashed", "abort", "aborted", "timed", "errored"},
+    ),
+    (
+        {"operational", "available", "healthy", "running", "online", "up"},
+        {"degraded", "down", "unavailable", "outage", "unhealthy", "offline", "failing", "crashloopbackoff"},
+    ),
+    ({"enabled", "enable", "active", "on"}, {"disabled", "disable", "inactive", "off"}),
+    ({"open", "opened"}, {"closed", "resolved"}),
+    ({"paid"}, {"unpaid", "overdue", "outstanding"}),
+    ({"allowed", "allow", "permitted"}, {"blocked", "denied", "forbidden", "disabled", "prohibited"}),
+]

@@ -38,6 +38,7 @@ from atlasrun.judge.evidence import (
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Date, Facts, Quantity, Time, stem
 from atlasrun.judge.lexicon import UNITS
 from atlasrun.judge.numerals import ambiguous, as_thousands
+from atlasrun.judge.zones import zoned_after
 
 _CUE_STEMS = {
     stem(w) for w in ("actually", "correction", "wait", "sorry", "mean", "meant", "corrected", "fact")
@@ -158,7 +159,8 @@ def in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> b
     return run >= 4
 
 
-def _shape(identifier: str) -> str:
+def id_shape(identifier: str) -> str:
+    """An identifier's shape: digit runs as 9, letter runs as a ("INC-4471" -> "a-9")."""
     return re.sub(r"[a-z]+", "a", re.sub(r"\d+", "9", identifier.lower()))
 
 
@@ -166,7 +168,8 @@ def _id_span(identifier: str, text: str) -> tuple[int, int] | None:
     body = re.escape(identifier)
     if _SOFT_ID.fullmatch(identifier):  # highest-priority == highest priority
         body = body.replace(r"\-", r"[-\s]")
-    m = re.search(rf"(?<![\w-]){body}(?![\w-]|\.\w)", text, re.I)
+    version = "v?" if re.fullmatch(r"\d+(?:\.\d+)+", identifier) else ""  # "v1.29.6" for 1.29.6
+    m = re.search(rf"(?<![\w-]){version}{body}(?![\w-]|\.\w)", text, re.I)
     if m is None and re.fullmatch(r"[0-9a-f]{7,40}", identifier):  # a commit hash or a prefix of it
         m = next((h for h in _HEX.finditer(text.lower()) if _hex_agree(h.group(0), identifier)), None)
     if m is None and "/" in identifier.strip("/"):
@@ -295,8 +298,8 @@ def _other_owner(answer: Facts, pos: int, claim: Facts) -> bool:
     text = answer.text
     clause = [c for c in clauses(text, sentence_at(sentences(text), pos)) if c[0] <= pos][-1]
     said = text[clause[0] : clause[1]]
-    shapes = {_shape(i) for i in claim.ids}
-    ids = [i for i in answer.ids if i not in claim.ids and _shape(i) in shapes and i in said.lower()]
+    shapes = {id_shape(i) for i in claim.ids}
+    ids = [i for i in answer.ids if i not in claim.ids and id_shape(i) in shapes and i in said.lower()]
     return bool(ids) and not any(i in said.lower() for i in claim.ids)
 
 
@@ -528,9 +531,25 @@ def time_same(claim: Time, got: Time) -> bool | None:
     return claim.utc == got.utc
 
 
+def _time_same_here(claim: Time, got: Time, text: str, spans: list[tuple[int, int]]) -> bool | None:
+    """``time_same``, and where the zone is not comparable, the clock when the answer's sentence names
+    the claim's zone before the time ("In New York (EDT) that's 7:00 PM" for "7 PM New York time")."""
+    same_time = time_same(claim, got)
+    if same_time is None and claim.zone and not zoned_after(text, got.end):
+        start = sentence_at(spans, got.start)[0]
+        if re.search(rf"\b{re.escape(claim.zone)}\b", text[start : got.start], re.I):
+            return claim.minutes == got.minutes
+    return same_time
+
+
 def _times(tally: Tally, claim: Facts, answer: Facts) -> None:
+    spans = sentences(answer.text)
     for t in claim.times:
-        verdicts = [(g, time_same(t, g)) for g in answer.times]
+        verdicts = [(g, _time_same_here(t, g, answer.text, spans)) for g in answer.times]
+        placed = [g for g, ok in verdicts if ok and g.offset is not None]
+        if t.offset is None and t.zone and placed:  # "In Chicago (CDT) that is 8:00 AM": Chicago is CDT
+            t = replace(t, offset=placed[0].offset)
+            verdicts = [(g, _time_same_here(t, g, answer.text, spans)) for g in answer.times]
         hits = [g for g, ok in verdicts if ok]
         unknown = [g for g, ok in verdicts if ok is None]
         if not hits and unknown:
@@ -552,7 +571,7 @@ def _times(tally: Tally, claim: Facts, answer: Facts) -> None:
 
 def _ids(tally: Tally, claim: Facts, answer: Facts) -> None:
     low = answer.text.lower()
-    claim_shapes = {_shape(i) for i in claim.ids}
+    claim_shapes = {id_shape(i) for i in claim.ids}
     answer_ids = [
         i
         for i in answer.ids
@@ -566,9 +585,9 @@ def _ids(tally: Tally, claim: Facts, answer: Facts) -> None:
         rivals = [
             i
             for i in answer_ids
-            if _shape(i) == _shape(ident)
+            if id_shape(i) == id_shape(ident)
             and i not in claim.ids
-            and _shape(i) in claim_shapes
+            and id_shape(i) in claim_shapes
             and not (hexish and _hex_agree(i, ident))
         ]
         tally.add(ident, span is not None, rivals[0] if rivals and span is None else None)

@@ -93,6 +93,9 @@ def _verb(word: str) -> str:
 _CONVERSE = {frozenset((_verb(a), _verb(b))) for a, b in CONVERSES}
 
 
+_BY_AFTER_RECIPIENT = re.compile(r"\b([a-z][\w-]*)[ \t]+(?:to|for|from)[ \t]+(?:[\w-]+[ \t]+){1,3}by[ \t]+$")
+
+
 def _agents(text: str, terms: list[str]) -> tuple[Agents, Agents]:
     """(verb stem -> its agents, verb stem -> its patients) among ``terms`` in lower-case ``text``:
     "A approved" and "approved by A" make A an agent; "A was approved" and "approved A" a patient."""
@@ -116,6 +119,10 @@ def _agents(text: str, terms: list[str]) -> tuple[Agents, Agents]:
             before = re.search(r"([a-z][\w-]*)[ \t]+(by[ \t]+)?$", text[max(0, m.start() - 40) : m.start()])
             if before and before.group(1) not in _NOT_VERB and _VERB.fullmatch(before.group(1)):
                 (agent if before.group(2) else patient).setdefault(_verb(before.group(1)), set()).add(term)
+            # "was sent to Carlos Mendes by Aisha Bello": the agent after "by", past a recipient
+            past = _BY_AFTER_RECIPIENT.search(text[max(0, m.start() - 80) : m.start()])
+            if past and past.group(1) not in _NOT_VERB and _VERB.fullmatch(past.group(1)):
+                agent.setdefault(_verb(past.group(1)), set()).add(term)
     return agent, patient
 
 
@@ -140,7 +147,7 @@ def agent_check(claim: Facts, answer: Facts) -> tuple[RoleFinding | None, bool]:
         if said and not who & said:
             # the claim's other party doing it is a swap, unless its sentence is about another event
             # (then unclear, never a pass); someone the claim does not name in another event: no role
-            other_event = _other_event(answer.text, claim.text, sorted(said)[0])
+            other_event = _other_event(answer.text, claim.text, sorted(said)[0], sorted(who)[0], verb)
             if swapped or not other_event:
                 found = RoleFinding(
                     f"another agent of '{verb}': '{sorted(said)[0]}', not '{sorted(who)[0]}'",
@@ -158,15 +165,25 @@ def agent_check(claim: Facts, answer: Facts) -> tuple[RoleFinding | None, bool]:
     return None, agreed
 
 
-def _other_event(answer: str, claim: str, agent: str) -> bool:
+def _other_event(answer: str, claim: str, agent: str, claim_agent: str, verb: str) -> bool:
     """The sentence where another agent does the claim's verb has its own figures (another date,
-    amount or id than the claim's): another event ("Globex renews first, on 2024-06-15")."""
+    amount or id than the claim's): another event ("Globex renews first, on 2024-06-15"). Not when
+    it also names the claim's agent, or a figure of the claim: the same event, other roles ("SUP-2291
+    was escalated by Hannah Cole to Rafael Ortiz at 10:42")."""
     low = answer.lower()
-    at = low.find(agent)
-    if at < 0:
+    spans = sentences(low)
+    said = [low[slice(*span)] for span in spans if agent in low[slice(*span)]]
+    if not said:
         return False
-    sentence = low[slice(*sentence_at(sentences(low), at))]
-    return any(figure not in claim for figure in re.findall(r"\d[\d,.:/-]*\d|\d", sentence))
+    acting = re.compile(
+        rf"{re.escape(agent)}[ \t]+(?:\w+[ \t]+){{0,3}}?{re.escape(verb)}(?:e?[sd]|ing)?\b|"
+        rf"{re.escape(verb)}\w*\s+by\s+{re.escape(agent)}"
+    )
+    sentence = next((s for s in said if acting.search(s)), said[0])  # where the agent does the verb
+    figures = re.findall(r"\d[\d,.:/-]*\d|\d", sentence)
+    if claim_agent in sentence or any(f in claim for f in figures if len(f) >= 3):
+        return False
+    return any(figure not in claim for figure in figures)
 
 
 def role_conflict(claim: Facts, answer: Facts) -> RoleFinding | None:

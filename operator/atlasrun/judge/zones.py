@@ -155,10 +155,22 @@ def _zone_of(m: re.Match[str]) -> Zone | None:
     return Zone(text, zone.offset) if zone else None
 
 
+_RANGE_END = re.compile(r"\s*(?:to|until|till|-|\u2013|\u2014)\s*\d{1,2}(?::\d{2})?(?:\s?[ap]\.?m\.?)?", re.I)
+
+
+def zoned_after(text: str, end: int) -> bool:
+    """A zone is stated right after the time that ends at ``end`` ("15:00 CET")."""
+    after = _AFTER.match(text, end)
+    return bool(after and (after.group("z") or after.group("off") or ZONE.match(text, after.end())))
+
+
 def zone_at(text: str, start: int, end: int) -> Zone | None:
     """The zone of the time at ``text[start:end]``: stated right after it, else the nearest one named
     before it in the same sentence."""
     after = _AFTER.match(text, end)
+    if not after:  # "from 23:00 to 01:00 UTC": the zone after a range is that of both its ends
+        to = _RANGE_END.match(text, end)
+        after = _AFTER.match(text, to.end()) if to else None
     if after:
         if after.group("z"):
             return Zone("Z", 0)

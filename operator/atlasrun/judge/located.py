@@ -1,0 +1,268 @@
+"""Located evidence: the last check of a ``fulfilled`` (after ``judge.gate``), for long answers that
+name many things. A pass needs every key fact said *where the claim is said*, with nothing there
+that competes with it:
+
+- a rate's period agrees ("EUR 18,500 per year" does not meet "per month": decisive), and so does
+  the sign of a change said with the figure ("down 1.8%" does not meet "up 1.8%": decisive);
+- no other value of a matched quantity's kind or time stands in a clause that says more of the
+  claim than the clauses of its matches do ("revenue came to CHF 12.5M, while costs were CHF 9.1M"
+  for "revenue was CHF 9.1M"): the claim's words belong to that value (abstain);
+- every word of the claim that the answer uses at all is used where its facts are (their sentence
+  with its list header, heading or table header, or the sentence that leads to it): a claim word
+  said only elsewhere ("reverted in 8c0d2e1 by Omar" for "the reverting commit was authored by Mei
+  Lin", when Mei Lin is in the sentence of the original commit) means the facts may be of
+  something else (abstain).
+"""
+
+from __future__ import annotations
+
+import re
+
+from atlasrun.judge.base import Abstention, Label
+from atlasrun.judge.evidence import Span, clauses, in_context, sentence_at, sentences
+from atlasrun.judge.facts import Facts, Quantity, stem
+from atlasrun.judge.lexicon import OPPOSITE_STATES, STOPWORDS
+from atlasrun.judge.matching import Tally, id_shape, same
+from atlasrun.judge.slots import contested
+
+Outcome = tuple[Label, str] | Abstention | None
+
+_PERIODS = {
+    "hour": "hour",
+    "hr": "hour",
+    "h": "hour",
+    "hourly": "hour",
+    "day": "day",
+    "daily": "day",
+    "week": "week",
+    "weekly": "week",
+    "month": "month",
+    "mo": "month",
+    "monthly": "month",
+    "year": "year",
+    "yr": "year",
+    "annum": "year",
+    "annually": "year",
+    "yearly": "year",
+    "annual": "year",
+}
+_PERIOD_AFTER = re.compile(
+    r"^\s*(?:(?:per|a|an|each|every|/)\s*(hour|hr|h|day|week|month|mo|year|yr|annum)\b|"
+    r"(hourly|daily|weekly|monthly|yearly|annually))",
+    re.I,
+)
+_SIGN_BEFORE = re.compile(r"\b(up|down|rose|fell|grew|dropped|gained|lost)\s+(?:by\s+)?$", re.I)
+_SIGN_OF = {"up": "+", "rose": "+", "grew": "+", "gained": "+", "down": "-", "fell": "-", "dropped": "-"}
+_SIGN_OF["lost"] = "-"
+_NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|\w+n't)$")
+
+
+def _period(text: str, end: int) -> str | None:
+    m = _PERIOD_AFTER.match(text[end : end + 20])
+    return _PERIODS[(m.group(1) or m.group(2)).lower()] if m else None
+
+
+def _sign(text: str, start: int) -> str | None:
+    m = _SIGN_BEFORE.search(text[max(0, start - 20) : start])
+    return _SIGN_OF[m.group(1).lower()] if m else None
+
+
+def _matches(claim: Facts, answer: Facts) -> list[tuple[Quantity, Quantity]]:
+    return [(q, g) for q in claim.quantities for g in answer.quantities if same(q, g)]
+
+
+def _disagrees(claim: Facts, answer: Facts) -> str | None:
+    """A matched figure whose rate period or signed direction is another than the claim's, at every
+    match of it."""
+    pairs = _matches(claim, answer)
+    for q in claim.quantities:
+        found = [g for c, g in pairs if c is q]
+        if not found:
+            continue
+        period = _period(claim.text, q.end)
+        if period and all(_period(answer.text, g.end) not in (None, period) for g in found):
+            return f"{q.text} per {period}: the answer gives it per {_period(answer.text, found[0].end)}"
+        sign = _sign(claim.text, q.start)
+        if sign and all(_sign(answer.text, g.start) not in (None, sign) for g in found):
+            return f"{q.text}: the answer gives the change in the other direction"
+    return None
+
+
+def _terms(claim: Facts) -> set[str]:
+    """The claim's own words, as stems (its names and identifiers included, figures aside)."""
+    words = {stem(w) for w in claim.content if not _NEGATION.match(w) and w not in STOPWORDS}
+    words |= {w.lower() for name in claim.names for w in name}
+    return {w for w in words | set(claim.ids) if len(w) >= 2}
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in re.findall(r"[\w'./#-]+", text.lower())} | {
+        w.lower() for w in re.findall(r"[A-Za-z]+", text)
+    }
+
+
+def _has(stems: set[str], term: str) -> bool:
+    if term in stems:
+        return True
+    # a prefix either way ("restart"/"restarts"), but a word is no match for a hyphenated or dotted
+    # term it only begins ("checkout" for "checkout-worker")
+    whole = term.isalpha()
+    return len(term) >= 4 and any(
+        len(s) >= 4 and (s.startswith(term) or (whole and term.startswith(s))) for s in stems
+    )
+
+
+def _share(terms: set[str], text: str) -> int:
+    stems = _stems(text)
+    return sum(1 for t in terms if _has(stems, t))
+
+
+def _units_of(text: str, pos: int, spans: list[Span]) -> str:
+    """What a fact at ``pos`` is said with: its sentence in context, and the sentence leading to it."""
+    i = spans.index(sentence_at(spans, pos))
+    lead = ""
+    if i and "\n\n" not in text[spans[i - 1][0] : spans[i][0]]:  # a new paragraph: a new subject
+        lead = text[spans[i - 1][0] : spans[i - 1][1]]
+    return f"{lead} {in_context(text, spans, i)}"
+
+
+# Verbs that carry no relation of their own ("made the change", "the listing shows").
+_LIGHT = {
+    stem(w)
+    for w in [
+        "made",
+        "make",
+        "do",
+        "did",
+        "done",
+        "got",
+        "get",
+        "set",
+        "give",
+        "given",
+        "take",
+        "taken",
+        "show",
+        "shows",
+        "showed",
+        "say",
+        "says",
+        "said",
+        "list",
+        "listed",
+        "report",
+        "reported",
+        "use",
+        "used",
+        "have",
+        "has",
+    ]
+}
+
+
+def _stray(claim: Facts, answer: Facts, tally: Tally) -> str | None:
+    """A word of the claim the answer says, but only away from every statement of its facts, in
+    sentences about something else: that name another entity, or hold another value of a fact's kind
+    ("It was reverted in 8c0d2e1 by Omar Haddad" for "the reverting commit was authored by Mei Lin")."""
+    text = answer.text
+    spans = sentences(text)
+    said = " ".join(_units_of(text, at, spans) for s, e, _ in tally.hits for at in {s, max(s, e - 1)})
+    anywhere, there = _stems(text), _stems(said)
+    for term in sorted(_terms(claim) - _LIGHT):
+        if _has(anywhere, term) and not _has(there, term):
+            elsewhere = [span for span in spans if _has(_stems(text[slice(*span)]), term)]
+            if any(_about_another(claim, answer, tally, span) for span in elsewhere):
+                return f"'{term}' is said in the answer, but not where the claim's facts are"
+    return None
+
+
+def _about_another(claim: Facts, answer: Facts, tally: Tally, span: Span) -> bool:
+    low = answer.text[slice(*span)].lower()
+    names = {" ".join(n).lower() for n in claim.names}
+    if any(" ".join(n).lower() in low and " ".join(n).lower() not in names for n in answer.names):
+        return True
+    if any(
+        i in low and i not in claim.ids and not any(i in c or c in i for c in claim.ids) for i in answer.ids
+    ):
+        return True
+    kinds = {k for _, _, k in tally.hits}
+    hits = {s for s, _, _ in tally.hits}
+    values = [(q.start, "quantity") for q in answer.quantities] + [(t.start, "time") for t in answer.times]
+    values += [(d.start, "date") for d in answer.dates]
+    return any(span[0] <= at < span[1] and kind in kinds and at not in hits for at, kind in values)
+
+
+def located(claim: Facts, answer: Facts, tally: Tally, resolved: bool = False) -> Outcome:
+    """Why a ``fulfilled`` is not decisive, or None when its evidence is located."""
+    if not tally.hits:
+        return None
+    disagree = _disagrees(claim, answer)
+    if disagree:
+        return "not_fulfilled", disagree
+    rival = None if resolved else contested(claim, answer)
+    if rival:
+        return Abstention(kind="contradiction", reason=rival)
+    stray = _stray(claim, answer, tally)
+    if stray:
+        return Abstention(kind="relation", reason=stray)
+    return None
+
+
+_NEGATED_WORD = re.compile(
+    r"\b(?:not|never|\w+n't)\s+(?:(?:fully|yet|currently|always|be|been|being|have|get|got)\s+)*([a-z][\w-]*)"
+)
+_NEGATION_IN = re.compile(r"\b(?:not|never|no|none|\w+n't)\b")
+_OPPOSITES = [({stem(w) for w in a}, {stem(w) for w in b}) for a, b in OPPOSITE_STATES]
+
+
+def _clause_of(text: str, spans: list[Span], pos: int) -> str:
+    """The clause of a position, lower case ("`legacy_sync` has been disabled since 1 August", not the
+    flags enabled before it in the sentence)."""
+    span = sentence_at(spans, pos)
+    clause = [c for c in clauses(text, span) if c[0] <= pos][-1]
+    return text[clause[0] : clause[1]].lower()
+
+
+def negated_claim(claim: Facts, answer: Facts, tally: Tally) -> tuple[Label, str] | None:
+    """A negated claim ("etl-orders did not finish") read in the sentences that name its subject
+    (its identifiers and names): the negated word's opposite there, nothing negated ("etl-orders
+    failed"), meets it; the negated word itself there, not negated ("sync-crm timed out" for "did
+    not time out"), contradicts it. None when those sentences say neither, or negate something."""
+    m = _NEGATED_WORD.search(claim.text.lower())
+    if not m:
+        return None
+    word = stem(m.group(1))
+    opposite = set().union(*(b for a, b in _OPPOSITES if word in a), *(a for a, b in _OPPOSITES if word in b))
+    spans = sentences(answer.text)
+    said = [_clause_of(answer.text, spans, s) for s, _, k in tally.hits if k in ("id", "name")]
+    if not said or any(_NEGATION_IN.search(s) for s in said):
+        return None
+    words = set().union(*({stem(w) for w in re.findall(r"[a-z][\w-]*", s)} for s in said))
+    raw = set().union(*(re.findall(r"[a-z][\w-]*", s) for s in said))
+    negated = m.group(1)
+    if word in words or any(w[:4] == negated[:4] and abs(len(w) - len(negated)) <= 2 for w in raw):
+        return "not_fulfilled", f"the answer affirms '{m.group(1)}', which the claim negates"
+    if opposite & words:
+        return "fulfilled", f"the answer says '{sorted(opposite & words)[0]}', the opposite of '{m.group(1)}'"
+    return None
+
+
+def of_another(claim: Facts, sentence: str) -> bool:
+    """The sentence names another identifier of the shape of the claim's, and none of the claim's:
+    what it negates is said of that ("It is not deployed in ap-southeast-2" for eu-west-1)."""
+    low = sentence.lower()
+    if not claim.ids or any(i in low for i in claim.ids):
+        return False
+    shapes = {id_shape(i) for i in claim.ids}
+    return any(id_shape(w) in shapes for w in re.findall(r"[\w./-]+", low) if w not in claim.ids)
+
+
+def absent_figures(claim: Facts, answer: Facts, tally: Tally) -> list[str]:
+    """The claim's figures (numbers, versions, codes with digits) that the answer states nowhere, in
+    no reading: language-independent evidence of absence. Empty when one is matched uncertainly."""
+    if tally.undecided or tally.dumps:
+        return []
+    wrong = [w.split(" (answer")[0] for w in tally.contradicted]
+    absent = [w for w in tally.missing + wrong if re.search(r"\d", w)]
+    digits = re.sub(r"\D", "", answer.text)
+    return [w for w in absent if re.sub(r"\D", "", w) not in digits]
