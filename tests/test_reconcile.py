@@ -32,7 +32,11 @@ PIN = TasksRef(sha256=SHA, uri=f"s3://results/e2e/tasks/{SHA}", name="tasks.yaml
 
 
 def body(parallelism: int = 4, per_job: int = 2, repeats: int = 1, **extra: Any) -> RunSpecBody:
-    cluster = {"itemsPerJob": per_job, **extra.pop("cluster", {})}
+    cluster = {
+        "itemsPerJob": per_job,
+        "itemsPerPod": 1,
+        **extra.pop("cluster", {}),
+    }  # a pod per item unless said
     return RunSpecBody.model_validate(
         {
             "tasks": {"configMap": "tasks"},

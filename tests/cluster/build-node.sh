@@ -21,7 +21,7 @@ cache_root=${ATLASRUN_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/atlasrun/node}
 containerd_version=v2.4.2
 kube_router_version=v2.11.1
 kube_router_src=${KUBE_ROUTER_SRC:-/work/shared/vendor/kube-router-$kube_router_version.src.tar.gz}
-debs=(runc containernetworking-plugins docker-registry iptables ipset buildah skopeo mmdebstrap)
+debs=(runc containernetworking-plugins docker-registry iptables ipset iproute2 buildah skopeo mmdebstrap)
 log() { printf 'build-node: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -52,7 +52,7 @@ missing() {
            "$ctd_dest/containerd-shim-runc-v2" "$ctd_dest/ctr" "$kr_dest/kube-router"; do
     [ -x "$f" ] || echo "${f#"$cache_root"/}"
   done
-  for f in runc docker-registry iptables ipset buildah skopeo mmdebstrap; do command -v "$f" >/dev/null || echo "$f"; done
+  for f in runc docker-registry iptables ipset ip nsenter buildah skopeo mmdebstrap; do command -v "$f" >/dev/null || echo "$f"; done
   [ -x /usr/lib/cni/bridge ] || echo containernetworking-plugins
 }
 

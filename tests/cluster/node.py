@@ -40,8 +40,9 @@ POD_CIDR = "10.244.0.0/24"
 BRIDGE = "atlasrun0"
 BRIDGE_IP = "10.244.0.1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-# One node per host at a time: the bridge, the pod CIDR, iptables chains and kube-router's state
-# are host-wide. A second test run waits here (and says so) instead of fighting over them.
+# One test session's nodes per host at a time: the bridge, the pod CIDRs, iptables chains and
+# kube-router's state are host-wide. A second test run waits here (and says so) instead of
+# fighting over them; a second node of the same session (cluster.node_netns) runs under this lock.
 HOST_LOCK = Path(os.environ.get("ATLASRUN_NODE_LOCK", "/run/lock/atlasrun-node.lock"))
 
 
@@ -154,7 +155,12 @@ class Node:
         self.cp = cp
         self.paths = paths or node_paths()
         self.name = name
-        self.ip = BRIDGE_IP
+        # The pod network of this node: its bridge, the pods' range, the bridge's address (the
+        # pods' gateway) and the address the node registers (here the same; a node in its own
+        # network namespace, cluster.node_netns, registers its link to the host instead).
+        self.bridge, self.pod_cidr, self.ip = BRIDGE, POD_CIDR, BRIDGE_IP
+        self.node_ip = BRIDGE_IP
+        self.cgroup_root = ""  # the kubelet's cgroupRoot ("" = the hierarchy's root)
         self.workdir = Path()
         self.startup_seconds = 0.0
         self.timings: dict[str, float] = {}
@@ -350,6 +356,11 @@ class Node:
         self._iptables.append((table, rule))
 
     @property
+    def netns_prefix(self) -> list[str]:
+        """The command prefix that runs a node process where it belongs (here: the host)."""
+        return []
+
+    @property
     def _sock(self) -> Path:
         return self.workdir / "containerd.sock"
 
@@ -360,6 +371,7 @@ class Node:
         self.timings[what] = time.monotonic() - t
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        args = [*self.netns_prefix, *args]
         setpriv = shutil.which("setpriv")
         if setpriv:
             args = [setpriv, "--pdeathsig", "TERM", "--", *args]
@@ -388,6 +400,9 @@ class Node:
                 ["FORWARD", "-d", POD_CIDR, "-j", "ACCEPT"],
             ):
                 self._insert_rule("filter", rule)
+        self._write_cni()
+
+    def _write_cni(self) -> None:
         cni = self.workdir / "cni"
         cni.mkdir()
         (cni / "10-atlasrun.conflist").write_text(
@@ -398,7 +413,7 @@ class Node:
                     "plugins": [
                         {
                             "type": "bridge",
-                            "bridge": BRIDGE,
+                            "bridge": self.bridge,
                             "isGateway": True,
                             # A default route in each pod's netns (via the bridge): Service IPs
                             # such as the `kubernetes` Service are reached through it (expose_api_server).
@@ -406,7 +421,7 @@ class Node:
                             "ipMasq": False,
                             "ipam": {
                                 "type": "host-local",
-                                "ranges": [[{"subnet": POD_CIDR, "gateway": BRIDGE_IP}]],
+                                "ranges": [[{"subnet": self.pod_cidr, "gateway": self.ip}]],
                                 "dataDir": str(self.workdir / "cni-ipam"),
                             },
                         },
@@ -477,11 +492,11 @@ state = "{state}"
         kubeconfig = self.cp.user_kubeconfig(f"system:node:{self.name}", ["system:nodes"])
         (port,) = free_ports(1)
         # Signed by the cluster CA, so the API server verifies the kubelet (kubectl logs/exec).
-        cert, key = self.cp.serving_cert(f"kubelet-{self.name}", BRIDGE_IP, self.name)
+        cert, key = self.cp.serving_cert(f"kubelet-{self.name}", self.node_ip, self.name)
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "address": BRIDGE_IP,
+            "address": self.node_ip,
             "port": port,
             "readOnlyPort": 0,
             "tlsCertFile": str(cert),
@@ -498,7 +513,7 @@ state = "{state}"
             "failCgroupV1": False,
             "containerRuntimeEndpoint": f"unix://{self._sock}",
             "resolvConf": "",
-            "podCIDR": POD_CIDR,
+            "podCIDR": self.pod_cidr,
             "evictionHard": {
                 "memory.available": "100Mi",
                 "nodefs.available": "1%",
@@ -512,6 +527,8 @@ state = "{state}"
             "registerNode": True,
             "serializeImagePulls": False,
         }
+        if self.cgroup_root:
+            config["cgroupRoot"] = self.cgroup_root
         (self.workdir / "kubelet.json").write_text(json.dumps(config))
         self._kubelet_args = [
             self.paths["KUBELET"],
@@ -520,7 +537,7 @@ state = "{state}"
             f"--root-dir={self.workdir / 'kubelet'}",
             f"--cert-dir={self.workdir / 'kubelet-pki'}",
             f"--hostname-override={self.name}",
-            f"--node-ip={BRIDGE_IP}",
+            f"--node-ip={self.node_ip}",
             "--v=1",
         ]
         self._spawn("kubelet", self._kubelet_args)
@@ -691,6 +708,11 @@ def _remove_new_chains(before: dict[tuple[str, str], set[str]]) -> None:
             subprocess.run([ipt, "-t", table, "-X", chain], capture_output=True, check=False)
 
 
+# How fast the cluster notices a lost node (docs/runbook.md, "A node is lost"): the kubelet renews
+# its Lease every 10 s; after 20 s without one the node is NotReady (upstream default 50 s) and its
+# pods are tainted for eviction. Checked every 2 s (default 5 s).
+NODE_LIFECYCLE = ("--node-monitor-grace-period=20s", "--node-monitor-period=2s")
+
 _shared: list[tuple[ControlPlane, Node]] = []
 
 
@@ -703,7 +725,10 @@ def node_cluster() -> Iterator[tuple[ControlPlane, Node]]:
         yield _shared[0]
         return
     paths = node_paths_or_skip()
-    with ControlPlane(binaries_or_skip()) as cp, Node(cp, paths) as node:
+    with (
+        ControlPlane(binaries_or_skip(), controller_manager_args=NODE_LIFECYCLE) as cp,
+        Node(cp, paths) as node,
+    ):
         steps = ", ".join(f"{k} {v:.1f}s" for k, v in node.timings.items())
         print(f"\nnode up in {node.startup_seconds:.1f}s ({steps}); control plane {cp.startup_seconds:.1f}s")
         _shared.append((cp, node))

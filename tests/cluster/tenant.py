@@ -166,6 +166,12 @@ def run_manifest(
             "parallelism": 4,
             "limits": {"retryBackoffSeconds": 0},
             "output": {"bucket": BUCKET, "prefix": prefix, "credentialsSecret": "s3-credentials"},
-            "cluster": {"runnerImage": image_of("runner"), "itemsPerJob": 3, **(cluster or {})},
+            # One item per pod (not the default 5): the tests count pods and follow items to them.
+            "cluster": {
+                "runnerImage": image_of("runner"),
+                "itemsPerJob": 3,
+                "itemsPerPod": 1,
+                **(cluster or {}),
+            },
         },
     }

@@ -7,6 +7,7 @@ The probe waits for a go-byte that the test sends only once kube-router holds th
 
 from __future__ import annotations
 
+import ctypes
 import json
 import re
 import socket
@@ -28,10 +29,14 @@ PROBE_IMAGE = "atlasrun.test/probe:1"
 
 
 class Listeners:
-    """TCP listeners on the node's bridge address; ``go`` is answered only after ``release()``."""
+    """TCP listeners on ``host`` (a node's address); ``go`` is answered only after ``release()``.
+    With ``netns`` (a name under /run/netns) the sockets are made inside that network namespace."""
 
-    def __init__(self, host: str, n: int) -> None:
-        self.socks = [socket.create_server((host, 0)) for _ in range(n)]
+    def __init__(self, host: str, n: int, netns: str | None = None) -> None:
+        if netns is None:
+            self.socks = [socket.create_server((host, 0)) for _ in range(n)]
+        else:
+            self.socks = _sockets_in(netns, host, n)
         self.ports = [s.getsockname()[1] for s in self.socks]
         self.released = threading.Event()
         self.accepted: dict[int, int] = dict.fromkeys(self.ports, 0)
@@ -39,12 +44,13 @@ class Listeners:
             threading.Thread(target=self._serve, args=(s, i == 0), daemon=True).start()
 
     def _serve(self, s: socket.socket, is_go: bool) -> None:
+        port = s.getsockname()[1]  # not after close(), which may come between accept and here
         while True:
             try:
                 conn, _ = s.accept()
             except OSError:
                 return
-            self.accepted[s.getsockname()[1]] += 1
+            self.accepted[port] += 1
             try:  # a probe attempt that gave up (its connect timed out) may have reset its end
                 if is_go:
                     self.released.wait()
@@ -63,6 +69,33 @@ class Listeners:
             s.close()
 
 
+def _sockets_in(netns: str, host: str, n: int) -> list[socket.socket]:
+    """Listening sockets made by a thread that entered ``netns`` (setns changes only the calling
+    thread's namespace; a socket stays in the namespace it was made in)."""
+    made: list[socket.socket] = []
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            with open(f"/run/netns/{netns}") as ns:
+                if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), f"setns {netns}")
+            made.extend(socket.create_server((host, 0)) for _ in range(n))
+        except BaseException as exc:  # re-raised in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=make)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return made
+
+
+CLONE_NEWNET = 0x40000000
+
+
 @pytest.fixture
 def listeners(node_cluster: tuple[ControlPlane, Node]) -> Iterator[Listeners]:  # noqa: F811
     ls = Listeners(node_cluster[1].ip, 4)
@@ -71,11 +104,19 @@ def listeners(node_cluster: tuple[ControlPlane, Node]) -> Iterator[Listeners]:  
 
 
 def probe_under_policy(
-    cp: ControlPlane, node: Node, listeners: Listeners, ns: str, policy: dict[str, Any], tmp_path: Path
+    cp: ControlPlane,
+    node: Node,
+    listeners: Listeners,
+    ns: str,
+    policy: dict[str, Any],
+    tmp_path: Path,
+    target: str | None = None,
 ) -> tuple[str, dict[str, str]]:
-    """Apply ``policy`` and a restricted probe pod labelled like a run's pod (the policy's
-    ``podSelector``) in ``ns``; once kube-router holds the pod's rules, release the go-listener.
-    Returns (pod IP, {port: ok|refused|timeout|error}) for the listeners after the go port."""
+    """Apply ``policy`` and a restricted probe pod on ``node``, labelled like a run's pod (the
+    policy's ``podSelector``), in ``ns``; once that node's kube-router holds the pod's rules,
+    release the go-listener. The probe connects to the listeners at ``target`` (default: the
+    node's bridge address). Returns (pod IP, {port: ok|refused|timeout|error}) for the listeners
+    after the go port."""
     probe = tmp_path / "probe"
     subprocess.run(["gcc", "-Os", "-static", "-o", str(probe), str(PROBE_SRC)], check=True)
     node.import_static_image(probe, PROBE_IMAGE)
@@ -87,12 +128,13 @@ def probe_under_policy(
         "metadata": {"name": "probe", "namespace": ns, "labels": labels},
         "spec": {
             "restartPolicy": "Never",
+            "nodeName": node.name,
             "containers": [
                 {
                     "name": "probe",
                     "image": PROBE_IMAGE,
                     "imagePullPolicy": "Never",
-                    "args": [node.ip, *map(str, listeners.ports)],
+                    "args": [target or node.ip, *map(str, listeners.ports)],
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
                         "runAsNonRoot": True,
@@ -114,7 +156,7 @@ def probe_under_policy(
 
     def firewalled() -> bool:
         rules = subprocess.run(
-            ["iptables-save", "-t", "filter"], capture_output=True, text=True, check=True
+            [*node.netns_prefix, "iptables-save", "-t", "filter"], capture_output=True, text=True, check=True
         ).stdout
         return any("KUBE-POD-FW" in ln and ip in re.split(r"[\s/]", ln) for ln in rules.splitlines())
 

@@ -312,8 +312,11 @@ class ClusterSpec(_Spec):
     """The data root the servers see, a Kubernetes VolumeSource (e.g. persistentVolumeClaim or configMap), copied into each pod's own data volume; omitted: an empty one."""
     items_per_job: int = Field(default=100, ge=1, le=10_000)
     """Work items per Indexed Job (one Job per model and chunk; the completion index picks the item)."""
-    items_per_pod: int = Field(default=1, ge=1, le=50)
-    """Work items one pod runs in sequence (a completion index picks that many), each on fresh state: between two items the runner restarts every sidecar server that keeps state in its process or runs code, and resets the data volume to `dataVolume` (only what the item changed is copied back). It divides the pods the Job controller creates (about 10 per second at its default API rate) and the per-item cost of starting a pod and its servers."""
+    # 5: measured on a real node (make bench-node, docs/benchmarks.md): node CPU per item 4.2x
+    # less than one item per pod, items/s 3.6x more, while a Job of 100 items still has 20 pods
+    # to spread; 20-50 cut more but run a small chunk's items one after the other.
+    items_per_pod: int = Field(default=5, ge=1, le=50)
+    """Work items one pod runs in sequence (a completion index picks that many), each on fresh state: between two items the runner restarts every sidecar server that keeps state in its process or runs code, and resets the data volume to `dataVolume` (only what the item changed is copied back). It divides the pods the Job controller creates (about 10 per second at its default API rate) and the per-item cost of starting a pod and its servers; 1 gives every item its own pod."""
     placement: Placement = Field(default_factory=Placement)
     """Scheduling overrides for every pod of the run."""
 

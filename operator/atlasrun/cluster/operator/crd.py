@@ -24,7 +24,7 @@ import yaml
 from atlasrun.cluster.operator.images import BACKEND_IN_CLUSTER, CATALOG_IN_CLUSTER, CATALOG_IN_CLUSTER_RULE
 from atlasrun.cluster.wire.contract import GROUP, KIND, PLURAL, SINGULAR, VERSION
 from atlasrun.cluster.wire.records import RunStatus
-from atlasrun.runspec.run import RunSpecBody
+from atlasrun.runspec.run import ClusterSpec, RunSpecBody
 
 SHORT_NAMES = ["ar"]
 CRD_NAME = f"{PLURAL}.{GROUP}"
@@ -59,7 +59,10 @@ def _immutable(path: str) -> dict[str, Any]:
     }
 
 
-def _immutable_chunking(field: str = "itemsPerJob", default: int = 100) -> dict[str, Any]:
+def _immutable_chunking(field: str, attribute: str) -> dict[str, Any]:
+    """An unset field reads as the model's default (the API server defaults it on create)."""
+    default = ClusterSpec.model_fields[attribute].default
+
     def value(root: str) -> str:
         return f"(has({root}.cluster) && has({root}.cluster.{field}) ? {root}.cluster.{field} : {default})"
 
@@ -76,8 +79,8 @@ _OVERLAY: dict[str, dict[str, Any]] = {
     "RunSpecBody": {
         "x-kubernetes-validations": [
             *(_immutable(f) for f in IMMUTABLE),
-            _immutable_chunking(),
-            _immutable_chunking("itemsPerPod", 1),
+            _immutable_chunking("itemsPerJob", "items_per_job"),
+            _immutable_chunking("itemsPerPod", "items_per_pod"),
         ]
     },
     "TasksSource": {
