@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from atlasrun.cli import main
-from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.scoring.judge_eval import load_labels
+from judge_cases import check_case, each_case
 
 DATA = Path(__file__).parent / "data"
-JUDGE = DeterministicJudge()
 
 # (claim, answer, expected): a label, or "abstain:<kind>"
 CASES: dict[str, list[tuple[str, str, str]]] = {
@@ -325,18 +324,9 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("claim", "answer", "expected"),
-    [case for cases in CASES.values() for case in cases],
-    ids=[f"{name}-{i}" for name, cases in CASES.items() for i in range(len(cases))],
-)
+@each_case(CASES)
 def test_each_class(claim: str, answer: str, expected: str) -> None:
-    verdict = JUDGE.judge_sync(claim, answer)
-    if expected.startswith("abstain:"):
-        assert verdict.abstention is not None, verdict.reason
-        assert verdict.label is None and verdict.abstention.kind == expected.split(":")[1], verdict.reason
-    else:
-        assert verdict.abstention is None and verdict.label == expected, verdict.reason
+    check_case(claim, answer, expected)
 
 
 def _eval_json(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

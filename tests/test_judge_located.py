@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from atlasrun.cli import main
-from atlasrun.judge.deterministic import DeterministicJudge
+from judge_cases import check_case, each_case
 
-JUDGE = DeterministicJudge()
 DATA = Path(__file__).parent / "data"
 
 CASES: dict[str, list[tuple[str, str, str]]] = {
@@ -133,18 +132,9 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("claim", "answer", "expected"),
-    [case for cases in CASES.values() for case in cases],
-    ids=[f"{name}-{i}" for name, cases in CASES.items() for i in range(len(cases))],
-)
+@each_case(CASES)
 def test_each_class(claim: str, answer: str, expected: str) -> None:
-    verdict = JUDGE.judge_sync(claim, answer)
-    if expected.startswith("abstain:"):
-        assert verdict.abstention is not None and verdict.label is None, verdict.reason
-        assert verdict.abstention.kind == expected.split(":")[1], verdict.reason
-    else:
-        assert verdict.abstention is None and verdict.label == expected, verdict.reason
+    check_case(claim, answer, expected)
 
 
 def test_dev3_figures(capsys: pytest.CaptureFixture[str]) -> None:

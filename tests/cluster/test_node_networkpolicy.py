@@ -188,17 +188,11 @@ def probe_under_policy(
     return ip, dict(ln.split("=", 1) for ln in found.splitlines())
 
 
-def test_egress_allow_list_enforced(
-    node_cluster: tuple[ControlPlane, Node],  # noqa: F811
-    listeners: Listeners,
-    tmp_path: Path,
-) -> None:
-    cp, node = node_cluster
-    t0 = time.monotonic()
-    go, model, s3, undeclared = listeners.ports
-    ns = "node-netpol"
-    host = f"{node.ip}/32"
-    policy = {  # the shape of operator/atlasrun/cluster/manifests.py's vanilla policy
+def egress_policy(ns: str, cidr: str, ports: list[int]) -> dict[str, Any]:
+    """The shape of the operator's vanilla run policy (cluster/operator/manifests.py): ingress
+    denied; egress to cluster DNS and to ``ports`` of ``cidr`` only; selects pods labelled
+    ``atlasrun.dev/run: netpol`` (the probe's)."""
+    return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": "run-egress", "namespace": ns},
@@ -218,12 +212,25 @@ def test_egress_allow_list_enforced(
                     "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
                 },
                 {
-                    "to": [{"ipBlock": {"cidr": host}}],
-                    "ports": [{"protocol": "TCP", "port": p} for p in (go, model, s3)],
+                    "to": [{"ipBlock": {"cidr": cidr}}],
+                    "ports": [{"protocol": "TCP", "port": p} for p in ports],
                 },
             ],
         },
     }
+
+
+def test_egress_allow_list_enforced(
+    node_cluster: tuple[ControlPlane, Node],  # noqa: F811
+    listeners: Listeners,
+    tmp_path: Path,
+) -> None:
+    cp, node = node_cluster
+    t0 = time.monotonic()
+    go, model, s3, undeclared = listeners.ports
+    ns = "node-netpol"
+    host = f"{node.ip}/32"
+    policy = egress_policy(ns, host, [go, model, s3])
     ip, results = probe_under_policy(cp, node, listeners, ns, policy, tmp_path)
     print(f"\nprobe from {ip}: {results} ({time.monotonic() - t0:.1f}s)")
     assert results[str(model)] == "ok"

@@ -32,7 +32,7 @@ from cluster.controlplane import wait_for
 from cluster.node import node_cluster  # noqa: F401  (fixture)
 from cluster.node_netns import NetnsNode
 from cluster.node_run import NodeRunEnv, node_run_env  # noqa: F401  (fixture)
-from cluster.test_node_networkpolicy import Listeners, probe_under_policy
+from cluster.test_node_networkpolicy import Listeners, egress_policy, probe_under_policy
 from cluster.test_node_operator_pod import SYSTEM, leader_pod, operator_from_chart
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(1800)]
@@ -99,21 +99,7 @@ def test_the_operator_policy_holds_for_a_pod_of_the_second_node(
         listeners = Listeners(target, 4, netns=listen_ns)
         try:
             go, model, s3, undeclared = listeners.ports
-            policy = {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": {"name": "run-egress", "namespace": ns},
-                "spec": {
-                    "podSelector": {"matchLabels": {"atlasrun.dev/run": "netpol"}},
-                    "policyTypes": ["Ingress", "Egress"],
-                    "egress": [
-                        {
-                            "to": [{"ipBlock": {"cidr": f"{target}/32"}}],
-                            "ports": [{"protocol": "TCP", "port": p} for p in (go, model, s3)],
-                        }
-                    ],
-                },
-            }
+            policy = egress_policy(ns, f"{target}/32", [go, model, s3])
             ip, results = probe_under_policy(
                 env.cp, probe_node, listeners, ns, policy, tmp_path, target=target
             )
