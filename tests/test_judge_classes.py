@@ -14,12 +14,12 @@ import pytest
 
 from atlasrun.cli import main
 from atlasrun.scoring.judge_eval import load_labels
-from judge_cases import check_case, each_case
+from judge_cases import Cases, check_case, each_case
 
 DATA = Path(__file__).parent / "data"
 
 # (claim, answer, expected): a label, or "abstain:<kind>"
-CASES: dict[str, list[tuple[str, str, str]]] = {
+CASES: Cases = {
     "a correction anywhere beats a match": [
         (
             "The nightly ETL loaded 58,200 rows into the warehouse.",

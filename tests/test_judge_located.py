@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from atlasrun.cli import main
-from judge_cases import check_case, each_case
+from judge_cases import Cases, check_case, each_case
 
 DATA = Path(__file__).parent / "data"
 
-CASES: dict[str, list[tuple[str, str, str]]] = {
+CASES: Cases = {
     "the claim's subject holds another value (a decisive fail)": [
         (
             "The low in Lisbon on Sunday will be 19 °C.",

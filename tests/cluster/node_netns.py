@@ -27,6 +27,7 @@ server. :meth:`stop` removes everything it created, the Node object and its pods
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -107,7 +108,7 @@ class NetnsNode(Node):
             subprocess.run(["iptables", "-t", table, "-D", *rule], capture_output=True, check=False)
         self._iptables.clear()
         subprocess.run(["ip", "link", "del", self.host_end], capture_output=True, check=False)
-        subprocess.run(["rm", "-rf", str(self.workdir)], capture_output=True, check=False)
+        shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir = Path()
 
     # ------------------------------------------------------------------ network
