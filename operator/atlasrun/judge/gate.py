@@ -40,7 +40,8 @@ from atlasrun.judge.evidence import (
 )
 from atlasrun.judge.facts import Facts, Quantity, stem
 from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, IRREGULAR_VERBS, STOPWORDS
-from atlasrun.judge.matching import Tally, claim_stems, date_same, same, same_thing, time_same
+from atlasrun.judge.rivals import Tally, claim_stems, same_thing
+from atlasrun.judge.values import date_same, same, time_same
 
 Span = tuple[int, int]
 Outcome = tuple[Label, str] | Abstention | None

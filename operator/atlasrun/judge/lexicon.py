@@ -136,6 +136,8 @@ SCALES = {
     "b": 1e9,
     "bn": 1e9,
     "billion": 1e9,
+    "trillion": 1e12,
+    "tn": 1e12,
     "mio": 1e6,  # German and French: Mio., Mrd.
     "mrd": 1e9,
 }

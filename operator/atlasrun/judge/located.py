@@ -22,8 +22,9 @@ from atlasrun.judge.base import Abstention, Label
 from atlasrun.judge.evidence import Span, clauses, in_context, sentence_at, sentences
 from atlasrun.judge.facts import Facts, Quantity, stem
 from atlasrun.judge.lexicon import OPPOSITE_STATES, STOPWORDS
-from atlasrun.judge.matching import Tally, id_shape, same
+from atlasrun.judge.rivals import Tally
 from atlasrun.judge.slots import contested
+from atlasrun.judge.values import id_shape, same
 
 Outcome = tuple[Label, str] | Abstention | None
 

@@ -20,148 +20,35 @@ than the claim's, where another item names the claim's, are that item's ("- stag
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from atlasrun.judge.base import AbstentionKind
-from atlasrun.judge.evidence import (
-    attached,
-    clauses,
-    correction_between,
-    heading_of,
-    headings,
-    label_of,
-    sentence_at,
-    sentences,
-    stems_of,
-    table_cell,
+from atlasrun.judge.evidence import sentence_at, sentences, stems_of, table_cell
+from atlasrun.judge.facts import Facts, Quantity, stem
+from atlasrun.judge.rivals import (
+    Tally,
+    check_moves,
+    check_rivals,
+    claim_stems,
+    other_cell,
+    other_section,
+    same_thing,
 )
-from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Date, Facts, Quantity, Time, stem
-from atlasrun.judge.lexicon import UNITS
-from atlasrun.judge.numerals import ambiguous, as_thousands
-from atlasrun.judge.zones import zoned_after
+from atlasrun.judge.values import (
+    coarser,
+    comparable,
+    date_same,
+    id_shape,
+    in_dump,
+    locale_readings,
+    same,
+    time_same,
+    time_same_here,
+    unit_implied,
+    version_spans,
+)
 
-_CUE_STEMS = {
-    stem(w) for w in ("actually", "correction", "wait", "sorry", "mean", "meant", "corrected", "fact")
-}
-Hit = tuple[int, int, str]  # (start, end, kind of fact) in the answer's text
 _HEX = re.compile(r"(?<![\w-])[0-9a-f]{7,40}(?![\w-])")
 _SOFT_ID = re.compile(r"[a-z]+(?:-[a-z]+)+")
-
-
-@dataclass
-class Tally:
-    matched: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    contradicted: list[str] = field(default_factory=list)
-    dumps: list[str] = field(default_factory=list)  # matched only inside a list of candidate values
-    hits: list[Hit] = field(default_factory=list)
-    candidates: list[str] = field(default_factory=list)  # another value for the same quantity
-    candidate_spans: list[Hit] = field(default_factory=list)  # where those other values are
-    rivals: list[Hit] = field(default_factory=list)  # values of the claim's kinds the claim does not state
-    undecided: list[tuple[AbstentionKind, str]] = field(default_factory=list)
-
-    def add(self, what: str, ok: bool, contradiction: str | None) -> None:
-        if ok:
-            self.matched.append(what)
-        elif contradiction:
-            self.contradicted.append(f"{what} (answer: {contradiction})")
-        else:
-            self.missing.append(what)
-
-    @property
-    def facts(self) -> int:
-        return len(self.matched) + len(self.missing) + len(self.contradicted) + len(self.dumps)
-
-
-def comparable(a: Quantity, b: Quantity) -> bool:
-    if a.currency and b.currency and a.currency != b.currency:
-        return False
-    if a.dim == b.dim:
-        return True
-    if "percent" in (a.dim, b.dim):
-        return (b if a.dim == "percent" else a).dim is None  # 0.12 or a bare 12 for 12%
-    return a.dim is None or b.dim is None
-
-
-def same(claim: Quantity, got: Quantity) -> bool:
-    if not comparable(claim, got):
-        return False
-    if claim.dim == "percent" or got.dim == "percent":
-        c = claim.number if claim.dim == "percent" or abs(claim.number) > 1 else claim.number * 100
-        g = got.number if got.dim == "percent" or abs(got.number) > 1 else got.number * 100
-        return abs(c - g) <= PERCENT_POINTS + 1e-9
-    c, g = (claim.value, got.value) if claim.dim == got.dim else (claim.number, got.number)
-    if claim.exact or got.exact:
-        return c == g
-    if (c < 0) != (g < 0):
-        return False
-    return abs(c - g) <= NUMBER_TOLERANCE * abs(c) + 1e-9
-
-
-_UNIT_NAMES: dict[str, list[str]] = {}
-for _name, (_dim, _) in UNITS.items():
-    if len(_name) > 1 or _name in ("%",):
-        _UNIT_NAMES.setdefault(_dim, []).append(_name)
-_UNIT_NAMES["percent"] = ["%", "percent", "per cent", "pct"]
-_UNIT_NAMES["celsius"] = [*_UNIT_NAMES.get("celsius", []), "°"]
-
-
-def _unit_named(dim: str, sentence: str) -> bool:
-    low = sentence.lower()
-    return any(
-        (n in low) if not n.isalpha() else re.search(rf"\b{re.escape(n)}\b", low) is not None
-        for n in _UNIT_NAMES.get("celsius" if dim == "fahrenheit" else dim, [])
-    )
-
-
-def _unit_implied(q: Quantity, g: Quantity, answer: Facts) -> bool:
-    """A bare figure in the answer carries the claim's unit only when the unit is named beside it."""
-    sentence = answer.text[slice(*sentence_at(sentences(answer.text), g.start))]
-    if q.dim is not None and g.dim is None:
-        if q.dim == "percent" and abs(g.number) <= 1:
-            return True  # 0.12 for 12%: a fraction, the labelling rules' equivalent form
-        if q.dim != "multiple" and not _unit_named(q.dim, sentence):
-            return False
-    if q.currency and not g.currency:
-        return all(o.currency in (None, q.currency) for o in answer.quantities)
-    return True
-
-
-def date_same(a: Date, b: Date) -> bool:
-    if a.month != b.month:
-        return False
-    if a.day is not None and b.day is not None and a.day != b.day:
-        return False
-    if a.day is not None and b.day is None:
-        return False
-    return a.year is None or b.year is None or a.year == b.year
-
-
-def _coarser(claim: Date, got: Date) -> bool:
-    """ "June 2024" for 2024-06-01: the answer says less than the claim, it does not contradict it."""
-    return got.day is None and claim.day is not None and date_same(replace(claim, day=None), got)
-
-
-def in_dump(span: tuple[int, int], spans: list[tuple[int, int]], text: str) -> bool:
-    """True when the span sits in a run of 4+ values separated only by commas (a list of candidates);
-    a line break ends a run (table rows are not candidates)."""
-    ordered = sorted(set(spans))
-    i = ordered.index(span)
-    run = 1
-    for step in (-1, 1):
-        j = i
-        while 0 <= j + step < len(ordered):
-            (_, a_end), (b_start, _) = sorted((ordered[j], ordered[j + step]))
-            if not re.fullmatch(r"[ \t,;/|$€£]*(?:and|or)?[ \t,;/|$€£]*", text[a_end:b_start]):
-                break
-            run += 1
-            j += step
-    return run >= 4
-
-
-def id_shape(identifier: str) -> str:
-    """An identifier's shape: digit runs as 9, letter runs as a ("INC-4471" -> "a-9")."""
-    return re.sub(r"[a-z]+", "a", re.sub(r"\d+", "9", identifier.lower()))
 
 
 def _id_span(identifier: str, text: str) -> tuple[int, int] | None:
@@ -242,145 +129,10 @@ def _rival_first_name(name: list[str], span: tuple[int, int], text: str) -> str 
     return None
 
 
-def claim_stems(claim: Facts) -> set[str]:
-    return stems_of(claim.text) | {w.lower() for n in claim.names for w in n}
-
-
-def _other_cell(text: str, pos: int, claim: Facts, columns: bool = True) -> bool:
-    """A table cell in a row (or, with ``columns``, a column) the claim does not speak of: a column
-    header such as "Amount" may be a word the claim lacks, so a match is only ruled out by its row."""
-    cell = table_cell(text, pos)
-    if cell is None:
-        return False
-    header, row = cell
-    own = claim_stems(claim)
-    names = {w.lower() for n in claim.names for w in n} | {(claim.first_name or "").lower()} - {""}
-    row_words = stems_of(row) | {w.lower() for w in re.findall(r"\w+", row)}
-    other_row = bool(row_words) and not row_words & own and bool(names) and not row_words & names
-    return other_row or (columns and bool(stems_of(header)) and not stems_of(header) & own)
-
-
-_YEAR_AFTER = re.compile(r"\D{0,12}?\b(1[89]\d\d|20\d\d)\b")
-_YEAR_BEFORE = re.compile(r"\b(1[89]\d\d|20\d\d)\b\D{0,12}$")
-
-
-def other_section(text: str, pos: int, claim: Facts) -> bool:
-    """A list item under a heading that is not the claim's, in an answer with a section that is
-    ("**worker**" above "- replicas: 4" where the claim is about api and "**api**" heads another)."""
-    label, heading = label_of(text, pos), heading_of(text, pos)
-    if not label and not heading:
-        return False
-    all_headings, all_labels = headings(text)
-    return any(
-        said is not None and not _mentions(said, claim) and any(_mentions(o, claim) for o in others)
-        for said, others in ((label, all_labels), (heading, all_headings))
-    )
-
-
-def _mentions(heading: str, claim: Facts) -> bool:
-    words = {w.lower() for w in re.findall(r"[\w.-]+", heading)}
-    names = {w.lower() for n in claim.names for w in n}
-    return bool(stems_of(heading) & claim_stems(claim) or words & names or words & set(claim.ids))
-
-
-def _other_year(text: str, start: int, end: int, claim: Facts) -> bool:
-    """The value is qualified by another year than the claim's ("3,271,575 in 2023")."""
-    years = {str(int(q.value)) for q in claim.quantities if q.exact} | {
-        str(d.year) for d in claim.dates if d.year
-    }
-    after, before = _YEAR_AFTER.match(text, end), _YEAR_BEFORE.search(text, max(0, start - 20), start)
-    return bool(years) and any(m and m.group(1) not in years for m in (after, before))
-
-
-def _other_owner(answer: Facts, pos: int, claim: Facts) -> bool:
-    """The value's clause names another entity of the claim's kind ("invoice INV-1057 (April) totals
-    €3,985.50" beside the claim's INV-1042): it is that entity's value."""
-    text = answer.text
-    clause = [c for c in clauses(text, sentence_at(sentences(text), pos)) if c[0] <= pos][-1]
-    said = text[clause[0] : clause[1]]
-    shapes = {id_shape(i) for i in claim.ids}
-    ids = [i for i in answer.ids if i not in claim.ids and id_shape(i) in shapes and i in said.lower()]
-    return bool(ids) and not any(i in said.lower() for i in claim.ids)
-
-
-_MOVED_FROM = re.compile(
-    r"\b(?:moved|changed|switched|rescheduled|shifted|updated|raised|lowered|increased|decreased|rose|fell|"
-    r"dropped|went|bumped|reduced|scaled|grew|shrank|expanded|upgraded|downgraded|migrated|renamed)\b"
-    r"[^.;]{0,30}\bfrom\s+$",
-    re.I,
-)
-
-
-def _moved_away(text: str, start: int, end: int, claim: Facts) -> str | None:
-    """ "moved from <value> to <other>": the claim's value is the one left behind."""
-    if not _MOVED_FROM.search(text, max(0, start - 50), start):
-        return None  # "runs from 14:00 to 15:30" is a range, not a move
-    m = re.match(r"(?:\s+[A-Za-z]+){0,2}?\s+(?:to|->|\u2192)\s+([\w$€£:.,/-]*\w)", text[end : end + 60])
-    if m is None or m.group(1).lower() in claim.text.lower():
-        return None
-    return m.group(1)
-
-
-def _says_all(sentence: str, claim: Facts) -> bool:
-    """Every content word, name and identifier of the claim is in the sentence (values aside)."""
-    low = sentence.lower()
-    names = all(" ".join(n).lower() in low for n in claim.names)
-    return names and all(i in low for i in claim.ids) and set(claim.content) <= stems_of(sentence)
-
-
-def _check_rivals(
-    tally: Tally,
-    what: str,
-    hits: list[tuple[int, int]],
-    rivals: list[tuple[str, int, int]],
-    answer: Facts,
-    claim: Facts,
-    kind: str,
-) -> None:
-    """Another value for the same quantity: after a correction cue it replaces the match (decisive);
-    otherwise it makes the match uncertain. A value of something else (attached to words the claim
-    lacks, in another table row or column) is no rival."""
-    text = answer.text
-    spans = sentences(text)
-    own = claim_stems(claim)
-    hit_sentences = {sentence_at(spans, s) for s, _ in hits}
-    after_too = kind == "quantity"  # "1,209 orders": a count's noun follows it; "joined on <date>" not
-    hit_windows = [attached(text, s, e, sentence_at(spans, s), after_too=after_too) for s, e in hits]
-    hit_words = set().union(*(w & own for w in hit_windows))
-    hits_elsewhere = all(w - own for w in hit_windows)  # every match is a value of something else
-    for rival, start, end in rivals:
-        tally.rivals.append((start, end, kind))
-        before = [h for h in hits if h[1] <= start]
-        after = [h for h in hits if h[0] >= end]
-        if after and correction_between(text, end, after[0][0]):
-            tally.hits.append((start, end, kind))  # the corrected sentence also carries the claim
-            continue  # corrected to the claim's value
-        if before and not after:
-            cue = correction_between(text, before[-1][1], start)
-            if cue:
-                tally.contradicted.append(f"{what} (answer corrects it to {rival}: '{cue}')")
-                continue
-        if (
-            _other_cell(text, start, claim)
-            or other_section(text, start, claim)
-            or _other_year(text, start, end, claim)
-            or _other_owner(answer, start, claim)
-        ):
-            continue
-        sentence = sentence_at(spans, start)
-        words = attached(text, start, end, sentence, after_too=after_too) - _CUE_STEMS
-        restated = sentence not in hit_sentences and _says_all(text[slice(*sentence)], claim)
-        same_words = bool(words & own) and not words - own and (words & own >= hit_words or hits_elsewhere)
-        if not same_words and not restated:
-            continue  # a value of something else ("30 minutes last week", "112 closed issues", "salary of")
-        tally.candidates.append(f"{what} (also {rival})")
-        tally.candidate_spans.append((start, end, kind))
-
-
 def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
     spans = [(g.start, g.end) for g in answer.quantities]
     for q in claim.quantities:
-        release = _release(q, answer.text)
+        release = version_spans(q, answer.text)
         if release:  # "Kubernetes 1.29" met by "v1.29.4": a version, not a decimal
             tally.add(q.text, True, None)
             tally.hits.extend((s, e, "id") for s, e in release)
@@ -393,11 +145,11 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
             g
             for g in answer.quantities
             if same(q, g)
-            and not _other_cell(answer.text, g.start, claim, False)
+            and not other_cell(answer.text, g.start, claim, False)
             and not other_section(answer.text, g.start, claim)
         ]
-        hits = [g for g in found if _unit_implied(q, g, answer)]
-        readings = _locale_readings(q, answer, found)
+        hits = [g for g in found if unit_implied(q, g, answer)]
+        readings = locale_readings(q, answer, found)
         if isinstance(readings, str):  # "undecided"
             tally.undecided.append(
                 ("unit", f"{q.text}: a figure that reads both ways, in a text that does not say which")
@@ -405,7 +157,7 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
             tally.matched.append(q.text)
             continue
         if readings:
-            found = hits = [g for g in readings if _unit_implied(q, g, answer)] or readings
+            found = hits = [g for g in readings if unit_implied(q, g, answer)] or readings
         if found and all(in_dump((h.start, h.end), spans, answer.residual) for h in found):
             tally.dumps.append(q.text)
             continue
@@ -423,7 +175,7 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
         if hits:
             tally.hits.extend((h.start, h.end, "quantity") for h in hits)
             rivals = [(g.text, g.start, g.end) for g in others if g.dim == q.dim and g in answer.quantities]
-            _check_rivals(tally, q.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "quantity")
+            check_rivals(tally, q.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "quantity")
 
 
 def _table_lookup(q: Quantity, claim: Facts, answer: Facts) -> list[Quantity]:
@@ -455,46 +207,6 @@ def _table_lookup(q: Quantity, claim: Facts, answer: Facts) -> list[Quantity]:
     return found
 
 
-def _release(q: Quantity, text: str) -> list[tuple[int, int]]:
-    """Where the answer writes a decimal of the claim as a version of it: with a "v" or a further
-    ".N" ("v1.29", "1.29.4"); never as a figure of its own."""
-    if q.dim is not None or q.currency or not re.fullmatch(r"\d+\.\d+", q.text):
-        return []
-    pattern = rf"(?<![\w.])(?:v{re.escape(q.text)}(?:\.\d+)*|{re.escape(q.text)}(?:\.\d+)+)(?![\w]|\.\d)"
-    return [(m.start(), m.end()) for m in re.finditer(pattern, text)]
-
-
-def _locale_readings(q: Quantity, answer: Facts, found: list[Quantity]) -> list[Quantity] | str:
-    """The answer's figures that meet ``q`` read as thousands ("12.500" for 12,500) in a European
-    text; "undecided" where a figure meets the claim in one reading only and the text does not say
-    which reading is its own; [] where nothing turns on the reading."""
-    shape = [g for g in answer.quantities if ambiguous(g)]
-    as_decimal = [g for g in found if g in shape]
-    as_grouped = [g for g in shape if same(q, as_thousands(g))]
-    if not as_decimal and not as_grouped:
-        return []
-    locale = answer.locale
-    if locale == "european":
-        return [as_thousands(g) for g in as_grouped] if as_grouped else ("undecided" if as_decimal else [])
-    if locale == "english" or (as_decimal and len(as_decimal) < len(found)):
-        return []
-    return "undecided"
-
-
-def same_thing(q: Quantity, g: Quantity, answer: Facts, claim: Facts) -> bool:
-    """Another value contradicts the claim's only when it is a value of the same thing: of the
-    claim's dimension or currency, or said with the claim's words ("3 availability zones" does not
-    contradict "Kubernetes 1.29")."""
-    if (q.dim is not None and g.dim == q.dim) or (q.currency and g.currency == q.currency) or q.exact:
-        return True
-    own = claim_stems(claim)
-    cell = table_cell(answer.text, g.start)
-    if cell:  # a table cell is a value of its row and its column
-        return bool((stems_of(cell[0]) | stems_of(cell[1]) | {w.lower() for w in cell[1].split()}) & own)
-    span = sentence_at(sentences(answer.text), g.start)
-    return bool(attached(answer.text, g.start, g.end, span) & own)
-
-
 def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
     date_spans = [(g.start, g.start + len(g.text)) for g in answer.dates]
     for d in claim.dates:
@@ -503,7 +215,7 @@ def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
             tally.dumps.append(d.text)
             continue
         others = [
-            g for g in answer.dates if not any(date_same(c, g) for c in claim.dates) and not _coarser(d, g)
+            g for g in answer.dates if not any(date_same(c, g) for c in claim.dates) and not coarser(d, g)
         ]
         swapped = [
             g for g in others if g.swappable and date_same(d, replace(g, day=g.month, month=g.day or 0))
@@ -517,39 +229,17 @@ def _dates(tally: Tally, claim: Facts, answer: Facts) -> None:
             tally.hits.extend((h.start, h.start + len(h.text), "date") for h in hits)
             rivals = [(g.text, g.start, g.start + len(g.text)) for g in others if g.day is not None]
             spans = [(h.start, h.start + len(h.text)) for h in hits]
-            _check_rivals(tally, d.text, spans, rivals, answer, claim, "date")
-
-
-def time_same(claim: Time, got: Time) -> bool | None:
-    """Same time of day; None when a zone makes it impossible to tell."""
-    if claim.zone is None:
-        return claim.minutes == got.minutes
-    if claim.offset is None or got.zone is None or got.offset is None:
-        if got.zone is not None and claim.zone.lower() == got.zone.lower():
-            return claim.minutes == got.minutes
-        return None
-    return claim.utc == got.utc
-
-
-def _time_same_here(claim: Time, got: Time, text: str, spans: list[tuple[int, int]]) -> bool | None:
-    """``time_same``, and where the zone is not comparable, the clock when the answer's sentence names
-    the claim's zone before the time ("In New York (EDT) that's 7:00 PM" for "7 PM New York time")."""
-    same_time = time_same(claim, got)
-    if same_time is None and claim.zone and not zoned_after(text, got.end):
-        start = sentence_at(spans, got.start)[0]
-        if re.search(rf"\b{re.escape(claim.zone)}\b", text[start : got.start], re.I):
-            return claim.minutes == got.minutes
-    return same_time
+            check_rivals(tally, d.text, spans, rivals, answer, claim, "date")
 
 
 def _times(tally: Tally, claim: Facts, answer: Facts) -> None:
     spans = sentences(answer.text)
     for t in claim.times:
-        verdicts = [(g, _time_same_here(t, g, answer.text, spans)) for g in answer.times]
+        verdicts = [(g, time_same_here(t, g, answer.text, spans)) for g in answer.times]
         placed = [g for g, ok in verdicts if ok and g.offset is not None]
         if t.offset is None and t.zone and placed:  # "In Chicago (CDT) that is 8:00 AM": Chicago is CDT
             t = replace(t, offset=placed[0].offset)
-            verdicts = [(g, _time_same_here(t, g, answer.text, spans)) for g in answer.times]
+            verdicts = [(g, time_same_here(t, g, answer.text, spans)) for g in answer.times]
         hits = [g for g, ok in verdicts if ok]
         unknown = [g for g, ok in verdicts if ok is None]
         if not hits and unknown:
@@ -566,7 +256,7 @@ def _times(tally: Tally, claim: Facts, answer: Facts) -> None:
         if hits:  # "originally 10:00 ..., now 15:00": a later time for the same event
             later = others + [g for g in unknown if g.minutes != t.minutes]
             rivals = [(g.text, g.start, g.end) for g in later]
-            _check_rivals(tally, t.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "time")
+            check_rivals(tally, t.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "time")
 
 
 def _ids(tally: Tally, claim: Facts, answer: Facts) -> None:
@@ -660,14 +350,6 @@ def _slot_rival(rival_names: list[str], tally: Tally, answer: Facts, claim: Fact
     return None
 
 
-def _check_moves(tally: Tally, answer: Facts, claim: Facts) -> None:
-    for start, end, _ in tally.hits:
-        other = _moved_away(answer.text, start, end, claim)
-        if other:
-            tally.contradicted.append(f"{answer.text[start:end]} (answer: changed from it to {other})")
-            return
-
-
 def tally_facts(claim: Facts, answer: Facts) -> Tally:
     tally = Tally()
     _quantities(tally, claim, answer)
@@ -686,5 +368,5 @@ def tally_facts(claim: Facts, answer: Facts) -> Tally:
         tally.add(item, m is not None, None)
         if m:
             tally.hits.append((m.start(), m.end(), "item"))
-    _check_moves(tally, answer, claim)
+    check_moves(tally, answer, claim)
     return tally

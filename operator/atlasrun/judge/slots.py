@@ -26,7 +26,7 @@ from atlasrun.judge.evidence import (
 )
 from atlasrun.judge.facts import Facts, stem
 from atlasrun.judge.lexicon import ABBREVIATIONS, MONTHS, STOPWORDS, WEEKDAYS
-from atlasrun.judge.matching import date_same, same, time_same
+from atlasrun.judge.values import date_same, same, time_same
 
 MARGIN = 2
 MONTH_WORDS = (
