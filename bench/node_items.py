@@ -16,8 +16,13 @@ servers with the workspace as ``dataVolume``, every item on fresh state. Per ite
   .cpuSeconds``: each pod's runner and sidecars reading their own cgroups) over the node's
   ``kubepods`` figure above (which also charges pause and seed containers and the sidecars' stop).
 
+And the cluster quick-start (docs/cluster.md): its run's wall time on the node, from ``kubectl
+apply`` to Succeeded, as tests/cluster/test_node_quickstart.py runs the guide's block (its own
+control plane and node, the scripted model), against ``atlas run`` of the same run file on this
+machine (tasks from the file, no ``cluster``/``output``; the median of three runs).
+
 Needs root and ``make node`` (the images are built by the node tests' helper, cached by content).
-Writes ``bench/out/node.json``: ``{"local": {...}, "cluster": [{...}, ...]}``.
+Writes ``bench/out/node.json``: ``{"local": {...}, "cluster": [{...}, ...], "quickstart": {...}}``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,13 +39,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 
+from atlasrun.tasks.loader import load_tasks  # noqa: E402
+from atlasrun.testing.scripted_provider import ScriptedProvider  # noqa: E402
 from cluster.controlplane import ControlPlane, find_binaries  # noqa: E402
 from cluster.node import Node, node_paths  # noqa: E402
 from cluster.node_run import SERVER_PORTS, NodeRunEnv, node_run_env_for  # noqa: E402
 from cluster.tenant import tasks_yaml  # noqa: E402
+from cluster.test_operator_e2e import scripted  # noqa: E402
 
 KUBEPODS_CPU = Path("/sys/fs/cgroup/cpuacct/kubepods/cpuacct.usage")
 
@@ -141,6 +152,51 @@ def local_row(env: NodeRunEnv, repeats: int, root: Path) -> dict[str, Any]:
     }
 
 
+def quickstart_cluster() -> float:
+    """The quick-start run's wall time on the node (the guide's block, run by its test)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "quickstart.json"
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/cluster/test_node_quickstart.py"],
+            cwd=REPO,
+            env={**os.environ, "ATLAS_QUICKSTART_OUT": str(out), "ATLASRUN_REQUIRE_NODE": "1"},
+            check=True,
+        )  # fmt: skip
+        return float(json.loads(out.read_text())["cluster_wall_s"])
+
+
+def quickstart_local(root: Path, runs: int = 3) -> float:
+    """The median wall time of ``atlas run`` of the quick-start's run file on this machine: its
+    tasks, servers, parallelism and judge; the scripted model; the starter workspace as data."""
+    run = yaml.safe_load((REPO / "examples" / "quickstart" / "run.yaml").read_text())
+    spec = {k: v for k, v in run["spec"].items() if k not in ("cluster", "output")}
+    starter = REPO / "examples" / "starter" / "tasks.yaml"
+    spec["tasks"] = {"path": str(starter)}
+    walls = []
+    with ScriptedProvider(scripted(load_tasks(starter).tasks)) as provider:
+        spec["models"] = [
+            {k: v for k, v in m.items() if k not in ("apiKeySecret", "egress")}
+            | {"apiBase": provider.api_base}
+            for m in spec["models"]
+        ]
+        run_file = root / "quickstart.yaml"
+        run_file.write_text(yaml.safe_dump({**run, "spec": spec}))
+        workspace = root / "quickstart-workspace"
+        atlas = [sys.executable, "-m", "atlasrun.cli"]
+        subprocess.run([*atlas, "init-workspace", str(workspace)], check=True, stdout=subprocess.DEVNULL)
+        for i in range(runs):
+            started = time.monotonic()
+            subprocess.run(
+                [*atlas, "run", str(run_file), "--data-dir", str(workspace), "--out", str(root / f"qs{i}"),
+                 "--no-preflight"],
+                env={**os.environ, "OPENAI_API_KEY": "sk-local"},
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+            walls.append(time.monotonic() - started)
+    return statistics.median(walls)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-pod", default="1,5,20,50", help="itemsPerPod values (comma-separated)")
@@ -148,6 +204,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "node.json")
     args = parser.parse_args()
     per_pod = [int(v) for v in args.per_pod.split(",")]
+    cluster_wall = quickstart_cluster()  # first: its own control plane and node
     with (
         ControlPlane(find_binaries()) as cp,
         Node(cp, node_paths()) as node,
@@ -155,6 +212,7 @@ def main() -> None:
         tempfile.TemporaryDirectory() as tmp,
     ):
         local = local_row(env, args.repeats, Path(tmp))
+        quickstart = {"local_wall_s": round(quickstart_local(Path(tmp)), 1), "cluster_wall_s": cluster_wall}
         rows = [cluster_row(env, k, args.repeats) for k in per_pod]
     print(f"\nper item, {local['items']} items (2 models x 6 tasks x {args.repeats}), fresh state per item")
     print(f"{'where':<22} {'pods':>5} {'items/s':>8} {'vs local':>9} {'cpu s/item':>11} {'vs local':>9} "
@@ -169,12 +227,19 @@ def main() -> None:
             f"{row['api_requests_per_item']:>13.1f} "
             f"{row['reported_cpu_s_per_item'] / row['cpu_s_per_item']:>13.2f}x"
         )
+    ratio = quickstart["cluster_wall_s"] / quickstart["local_wall_s"]
+    print(
+        f"\nthe cluster quick-start's run (20 tasks, one model): node {quickstart['cluster_wall_s']:.1f}s "
+        f"(kubectl apply to Succeeded), local {quickstart['local_wall_s']:.1f}s (atlas run): {ratio:.2f}x"
+    )
     print("goal (issue 22): cluster within 2x of local in wall time and CPU-seconds per item")
     print(
         "reported/node: the operator's exported CPU-seconds over the node's kubepods cgroup (goal: 0.8-1.0x)"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"local": local, "cluster": rows}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps({"local": local, "cluster": rows, "quickstart": quickstart}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

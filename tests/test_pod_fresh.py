@@ -103,3 +103,17 @@ def test_a_sidecar_without_a_control_endpoint_fails_the_reset_naming_it(tmp_path
     message = str(failed.value)
     assert "sidecar 'code-runner': stop failed: no control endpoint" in message
     assert "itemsPerPod: 1" in message
+
+
+def test_only_the_servers_the_last_item_could_reach_are_started_again(tmp_path: Path) -> None:
+    # code-runner always needs a new process; its control endpoint here answers nothing, so a
+    # reset that calls it fails: an item that could not reach it leaves it alone.
+    runner = load_catalog().get("code-runner").model_copy(update={"port": 9107})
+    state = PodState([runner], tmp_path, None, control_ports={"code-runner": free_port()})
+    try:
+        state.adopt()
+        assert asyncio.run(state.reset(used={"filesystem"})).respawned == []
+        with pytest.raises(FreshStateError, match="code-runner"):
+            asyncio.run(state.reset(used={"filesystem", "code-runner"}))
+    finally:
+        state.close()

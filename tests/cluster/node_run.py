@@ -13,6 +13,7 @@ pod carries the sidecars its item needs, from images built by images/build.sh (n
 
 from __future__ import annotations
 
+import calendar
 import os
 import shutil
 import subprocess
@@ -127,6 +128,35 @@ class PodRecorder:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+def pod_timeline(pods: list[dict[str, Any]], since: float) -> str:
+    """One line per pod (by creation): seconds after ``since`` (epoch) at which it was created,
+    started, its last container started and its runner finished (the API's one-second stamps)."""
+
+    def at(stamp: str | None) -> str:
+        return f"{_epoch(stamp) - since:6.0f}" if stamp else "     -"
+
+    rows = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"]):
+        statuses = pod["status"].get("containerStatuses", []) + pod["status"].get("initContainerStatuses", [])
+        started = [
+            s.get("state", {}).get("running", {}).get("startedAt")
+            or s.get("state", {}).get("terminated", {}).get("startedAt")
+            for s in statuses
+        ]
+        runner = next((s for s in statuses if s["name"] == "runner"), {})
+        rows.append(
+            f"{pod['metadata']['name'][-28:]:<28} {at(pod['metadata']['creationTimestamp'])} "
+            f"{at(pod['status'].get('startTime'))} {at(max((s for s in started if s), default=None))} "
+            f"{at(runner.get('state', {}).get('terminated', {}).get('finishedAt'))}  "
+            f"{len(statuses)} containers"
+        )
+    return f"{'pod':<28} {'created':>6} {'start':>6} {'last c.':>6} {'runner done':>6}\n" + "\n".join(rows)
+
+
+def _epoch(stamp: str) -> float:
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 @dataclass

@@ -15,7 +15,7 @@ pieces rely on:
 - Each task server is a native sidecar (an initContainer with ``restartPolicy: Always``)
   named ``mcp-<server>``. Its image's entrypoint serves the server over streamable HTTP at
   ``/mcp`` on ``$ATLAS_SERVER_PORT`` (``ServerSpec.port``); the runner reaches it at
-  ``127.0.0.1:<port>``. The startup/readiness probes are tcpSocket probes, which the kubelet
+  ``127.0.0.1:<port>``. The readiness probe is a tcpSocket probe, which the kubelet
   sends to the pod IP, so the bridge must listen on all interfaces (the policy denies ingress).
   Placeholders in the server's env are filled in: ``{port}``, ``{data_dir}`` (the run's
   ``dataMount``, a per-pod emptyDir shared with the runner) and ``{scratch_dir}`` (``/tmp``).
@@ -90,7 +90,11 @@ UID = 65532
 DEADLINE_MARGIN_S = 120
 DEFAULT_EGRESS_PORTS = (443,)
 RUNNER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
-SIDECAR_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+# A server sidecar idles between the tool calls of its item: its CPU is spent at (re)start, which
+# the limit allows in bursts. The request is what the scheduler reserves for it while idle; at
+# 100m, a pod of the seven starter servers reserved a whole core and a 2-core node ran one such
+# pod at a time (placement.sidecarResources raises it for servers that compute).
+SIDECAR_RESOURCES = {"requests": {"cpu": "25m", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 _CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -256,13 +260,15 @@ def _sidecar(server: ServerSpec, body: RunSpecBody, data_mount: dict[str, Any]) 
     env += [_env(k, v) for k, v in sorted(rendered.env.items())]
     env += [_secret_env(s, server_secret_name(server.name), s) for s in server.secrets]
     name = _fit(SIDECAR_PREFIX + server.name, 63)
+    # No startupProbe: the kubelet starts native sidecars in order, each after the previous one's
+    # startup probe passed, so seven servers came up one after another (18-24 s a pod on the
+    # node). They start together now; the runner waits for every port itself, for at most
+    # limits.serverStartTimeout (an item whose server never listens fails as a server error).
     probe = {"tcpSocket": {"port": port}}
-    start_checks = max(1, math.ceil(body.limits.server_start_timeout_s))
     return {
         **_container(name, server.image, SIDECAR_RESOURCES, env, [data_mount]),
         "restartPolicy": "Always",
         "ports": [{"containerPort": port, "protocol": "TCP"}],
-        "startupProbe": {**probe, "periodSeconds": 1, "failureThreshold": start_checks},
         "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
     }
 

@@ -7,7 +7,9 @@ item, so between two items the runner does the same through each sidecar's contr
 
 1. ``POST /stop`` to every sidecar whose server must be a new process (stateful and not
    ``reuse-with-fresh-data``, or able to run code): the bridge kills the server's whole process
-   tree (background processes a task started included) and empties its scratch directory;
+   tree (background processes a task started included) and empties its scratch directory.
+   Only the servers the last item could reach (its task's servers: the runner connects to no
+   other) are stopped; one it could not reach is as it started;
 2. the pod's data volume is made equal to the pristine data again (``DataCopy.refresh``: what
    the item added is removed, what it changed or removed is copied back from the read-only
    ``spec.cluster.dataVolume`` mount, nothing else is copied; without a data volume, the pristine
@@ -27,7 +29,7 @@ import asyncio
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,12 +114,17 @@ class PodState:
         if self._data is not None:
             self._data.adopt()
 
-    async def reset(self) -> Between:
-        """Make every server's state fresh for the next item; ``FreshStateError`` if any step fails."""
-        between = Between(respawned=sorted(self.respawn))
+    async def reset(self, used: Collection[str] | None = None) -> Between:
+        """Make every server's state fresh for the next item; ``FreshStateError`` if any step fails.
+
+        ``used``: the servers the last item could reach (its task's; the runner connects to no
+        other). Only those are started again: a server no item reached since its start still has
+        its start-up state, and the data it reads is reset here whoever wrote it."""
+        respawn = {n: p for n, p in self.respawn.items() if used is None or n in used}
+        between = Between(respawned=sorted(respawn))
         async with httpx.AsyncClient(timeout=httpx.Timeout(STOP_TIMEOUT_S)) as client:
             started = time.monotonic()
-            await self._all(client, "stop", STOP_TIMEOUT_S)
+            await self._all(client, respawn, "stop", STOP_TIMEOUT_S)
             between.stop_s = time.monotonic() - started
             started = time.monotonic()
             try:
@@ -127,13 +134,17 @@ class PodState:
                 raise FreshStateError(f"the data volume could not be reset: {exc}") from exc
             between.data_s = time.monotonic() - started
             started = time.monotonic()
-            await self._all(client, f"start?timeout={self.start_timeout_s:g}", self.start_timeout_s + 10)
+            await self._all(
+                client, respawn, f"start?timeout={self.start_timeout_s:g}", self.start_timeout_s + 10
+            )
             between.start_s = time.monotonic() - started
         self.resets.append(between)
         return between
 
-    async def _all(self, client: httpx.AsyncClient, action: str, timeout_s: float) -> None:
-        calls = [self._call(client, name, port, action, timeout_s) for name, port in self.respawn.items()]
+    async def _all(
+        self, client: httpx.AsyncClient, servers: dict[str, int], action: str, timeout_s: float
+    ) -> None:
+        calls = [self._call(client, name, port, action, timeout_s) for name, port in servers.items()]
         failures = [str(f) for f in await asyncio.gather(*calls, return_exceptions=True) if f is not None]
         if failures:
             raise FreshStateError("; ".join(sorted(failures)))

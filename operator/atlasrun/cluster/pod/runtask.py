@@ -509,6 +509,7 @@ class PodRun:
                 self.spec.spec.limits.server_start_timeout_s,
             )
         self._state = "unused"  # of the servers and data: unused, fresh, used, broken
+        self._reached: set[str] = set()  # the servers the last item could reach
         self._broken = ""  # why the state is broken
 
     async def run(self) -> list[ItemDone]:
@@ -595,7 +596,7 @@ class PodRun:
             )
         results: list[TaskResult] = []
         self.engine.on_result = results.append
-        self._state = "used"
+        self._state, self._reached = "used", set(ports)
         await self.engine.run([item])
         return results[0]
 
@@ -610,7 +611,7 @@ class PodRun:
             await asyncio.to_thread(self.fresh.adopt)
         elif self._state == "used":
             try:
-                between = await self.fresh.reset()
+                between = await self.fresh.reset(self._reached)
             except FreshStateError as exc:
                 self._state, self._broken = "broken", str(exc)
                 self.warn(self.mask(f"error: fresh state: {exc}; the pod takes no further item"))
