@@ -560,10 +560,10 @@ def test_numbers_in_claim_reasons_are_printed_as_written(tmp_path: Path) -> None
     from atlasrun.judge.deterministic import DeterministicJudge
 
     judge = DeterministicJudge("deterministic")
-    label, reason = judge._verdict("The population is 3,271,575 people", "It has 3,271,575 people.")
-    assert label == "fulfilled" and "3,271,575" in reason and "e+06" not in reason
-    label, reason = judge._verdict("The population is 3,271,575 people", "It has 3,100,000 people.")
-    assert "3,271,575 (answer: 3,100,000)" in reason and "e+06" not in reason
+    passed = judge.judge_sync("The population is 3,271,575 people", "It has 3,271,575 people.")
+    assert passed.label == "fulfilled" and "3,271,575" in passed.reason and "e+06" not in passed.reason
+    failed = judge.judge_sync("The population is 3,271,575 people", "It has 3,100,000 people.")
+    assert "3,271,575 (answer: 3,100,000)" in failed.reason and "e+06" not in failed.reason
 
 
 SORT_PROBE = """<script>
