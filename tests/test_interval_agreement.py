@@ -5,7 +5,7 @@ A small real run (scripted models through litellm's real path, real MCP servers,
 deterministic judge) with 2 repeats of 3 tasks: "steady" passes everything (3 of 3 tasks: the
 interval must not be [1, 1]); "flaky" passes task 0 twice, task 1 once, task 2 never (its
 repeats disagree: n is still 3 tasks, not 6 items). The operator's side is the real one: the
-results travel as the pods' termination messages (``runtask.summary``), become outcome records
+results travel as the pods' termination messages (``items.summary``), become outcome records
 (``reconcile.record``), are counted by ``reconcile.decide`` into the run's status, and are
 exported by a ``Metrics`` exporter scraped over HTTP on 127.0.0.1.
 """
@@ -30,7 +30,7 @@ from atlasrun.cluster.operator.reconcile import (
     plan_chunks,
     record,
 )
-from atlasrun.cluster.pod.runtask import summary
+from atlasrun.cluster.pod.items import summary
 from atlasrun.cluster.wire.records import read_summary
 from atlasrun.reports.data import build_data
 from atlasrun.runner.local import format_table

@@ -33,7 +33,7 @@ from atlasrun.cluster.operator.metrics import RUN_FAMILIES, Metrics
 from atlasrun.cluster.operator.outcomes import Outcome
 from atlasrun.cluster.operator.outcomes import outcome_of as record
 from atlasrun.cluster.operator.reconcile import JobObs
-from atlasrun.cluster.pod.runtask import summary
+from atlasrun.cluster.pod.items import summary
 from atlasrun.cluster.pod.termination import compact
 from atlasrun.cluster.wire import usage
 from atlasrun.cluster.wire.records import read_summary

@@ -24,7 +24,7 @@ from moto.server import (
     ThreadedMotoServer as PublicThreadedMotoServer,  # the documented import
 )
 
-from atlasrun.cluster.pod.runtask import exit_code, stored_result
+from atlasrun.cluster.pod.items import exit_code, stored_result
 from atlasrun.cluster.pod.termination import compact
 from atlasrun.cluster.wire.contract import TasksRef, WorkUnit
 from atlasrun.cluster.wire.store import S3Results, StoreError, parse_s3_uri

@@ -20,7 +20,7 @@ from atlasrun.cluster.operator.images import (
     cluster_spec_problems,
 )
 from atlasrun.cluster.operator.observe import _parse
-from atlasrun.cluster.pod.runtask import Inputs, load_spec
+from atlasrun.cluster.pod.inputs import Inputs, load_spec
 from atlasrun.cluster.wire.sidecars import sidecar_servers
 from atlasrun.runner.plan import build_catalog, plan_run
 from atlasrun.runspec.run import RunSpecBody, load_run_spec
@@ -171,7 +171,7 @@ def test_a_sidecar_keeps_mcp_atlas_result_handling_and_leaves_the_data_to_the_si
     """In a pod the sidecar sees the pod's own /data copy: the runner must not make a task data
     copy or map paths for it (found on the node: '/data' became the runner's temp copy), while the
     runner-side behaviour of an mcp-atlas entry (results as MCP-Atlas's stack, start calls) stays."""
-    from atlasrun.cluster.pod.runtask import sidecar_catalog
+    from atlasrun.cluster.pod.servers import sidecar_catalog
 
     catalog = load_catalog("mcp-atlas")
     ported = catalog.merged(

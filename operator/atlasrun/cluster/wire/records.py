@@ -44,7 +44,7 @@ USAGE_FIELDS = (
 
 class TaskSummary(VersionedRecord):
     """One attempt of one work item, as its pod's termination message. Long strings may have been
-    cut to fit 4 KiB (``runtask.compact``), whole fields dropped (``truncated``): all but ``status``
+    cut to fit 4 KiB (``termination.compact``), whole fields dropped (``truncated``): all but ``status``
     are optional."""
 
     RECORD: ClassVar[str] = "termination message"
@@ -116,7 +116,7 @@ class TaskSummary(VersionedRecord):
         return self.model_copy(update=drop)
 
     def to_message(self) -> dict[str, Any]:
-        """The JSON object written (before ``runtask.compact`` fits it into the limit)."""
+        """The JSON object written (before ``termination.compact`` fits it into the limit)."""
         return self.model_dump(mode="json", exclude={"items"} if self.items is None else None)
 
 
