@@ -269,6 +269,34 @@ def test_variants_render_the_expected_objects(rendered: dict[str, list[dict[str,
     assert one(namespaced, "ClusterRole")["metadata"]["name"] == f"{FULLNAME}-kopf-scanning"
 
 
+def test_prepull_pulls_the_runs_images_on_every_node_and_holds_nothing(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    assert not [d for v, docs in rendered.items() if v != "platform" for d in of_kind(docs, "DaemonSet")]
+    values = yaml.safe_load(values_file("platform").read_text())
+    runner = f"{values['runnerImage']['repository']}@{values['runnerImage']['digest']}"
+    daemonset = one(rendered["platform"], "DaemonSet")
+    pod = daemonset["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["initContainers"]] == [runner, *values["prePull"]["images"]]
+    assert all(c["command"] == ["true"] for c in pod["initContainers"])
+    (hold,) = pod["containers"]
+    assert hold["image"] == runner and hold["command"] == ["sleep", "infinity"]
+    for c in [*pod["initContainers"], hold]:
+        assert c["securityContext"]["readOnlyRootFilesystem"] and c["securityContext"]["capabilities"] == {
+            "drop": ["ALL"]
+        }
+        assert c["resources"]["requests"] == {"cpu": "1m", "memory": "8Mi"}
+    assert pod["automountServiceAccountToken"] is False and pod["securityContext"]["runAsNonRoot"]
+    assert pod["nodeSelector"] == values["prePull"]["nodeSelector"]
+    assert pod["tolerations"] == values["prePull"]["tolerations"]
+    # Not the operator's pods: its Deployment and Service select component=operator.
+    labels = daemonset["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/component"] == "prepull"
+    assert daemonset["spec"]["selector"]["matchLabels"] == {
+        k: v for k, v in labels.items() if k.startswith("app.kubernetes.io/")
+    }
+
+
 def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     (c,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     return c

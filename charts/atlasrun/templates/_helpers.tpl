@@ -123,3 +123,19 @@ storage, events. No secrets (pods reference them by name), no pods/exec, no pods
 {{- define "atlasrun.hostRegex" -}}
 ^({{ range $i, $p := . }}{{ if $i }}|{{ end }}{{ $p | lower | replace "." "\\." | replace "*" ".*" | replace "?" "." }}{{ end }})$
 {{- end }}
+
+{{/* The pre-pull DaemonSet's containers: restricted, and reserving almost nothing. */}}
+{{- define "atlasrun.prePullContainer" -}}
+imagePullPolicy: IfNotPresent
+resources:
+  requests: {cpu: 1m, memory: 8Mi}
+  limits: {cpu: 50m, memory: 32Mi}
+securityContext:
+  runAsNonRoot: true
+  readOnlyRootFilesystem: true
+  allowPrivilegeEscalation: false
+  capabilities:
+    drop: ["ALL"]
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
