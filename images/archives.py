@@ -11,6 +11,7 @@ each archive is copied as is to ``REGISTRY/<target>:<version>`` (``skopeo copy
 
     python -m images.archives [--push REGISTRY] [--tls-verify false] [TARGET...]
     python -m images.archives pin FILE        # FILE with the lock's digests, printed (see ``pin``)
+    python -m images.archives pre-pull        # the chart's prePull values: the starter servers' images
 
 Bases: build.sh's environment (``BASE_ROOTFS``, ``PYTHON_IMAGE``, ``NODE_IMAGE``, ``STORAGE_*``,
 ``COMPRESS``) is passed through; the key covers the Python base (the ``base-rootfs`` recipe
@@ -34,6 +35,7 @@ import time
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 from images import context
@@ -235,7 +237,17 @@ def pin(text: str, lock: Mapping[str, str]) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False, width=120)
 
 
+def pre_pull_values(lock: Path | None = None) -> dict[str, Any]:
+    """The chart's ``prePull`` values: the starter servers' images of the lock, pulled on every node
+    ahead of runs (charts/atlasrun/templates/prepull-daemonset.yaml)."""
+    images = context.catalog_images(lock) if lock else context.catalog_images()
+    return {"prePull": {"enabled": True, "images": sorted(images.values())}}
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["pre-pull"]:
+        print(yaml.safe_dump(pre_pull_values(), sort_keys=False), end="")
+        return 0
     if argv[:1] == ["pin"]:
         if len(argv) != 2:
             print("usage: python -m images.archives pin FILE", file=sys.stderr)

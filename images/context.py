@@ -20,7 +20,6 @@ operator/atlasrun/servers/catalog.yaml (the catalog pins each package's version)
     python images/context.py runner-requirements      # atlasrun[cluster] requirements
     python images/context.py lock-set NAME REF [KEY=VALUE...]   # record a digest in images.lock
     python images/context.py helm-values              # chart values (operator, runner) from images.lock
-    python images/context.py helm-values --pre-pull   # and prePull of the starter servers' images
     python images/context.py catalog-images           # `image:` per catalog server from images.lock
 """
 
@@ -421,17 +420,14 @@ def _split(ref: str) -> tuple[str, str]:
     return repository, digest
 
 
-def helm_values(path: Path = LOCK, pre_pull: bool = False) -> dict[str, Any]:
-    """Values for charts/atlasrun from the lock: ``image`` (operator) and ``runnerImage``; with
-    ``pre_pull``, ``prePull`` of the starter catalog's server images (pulled on every node)."""
+def helm_values(path: Path = LOCK) -> dict[str, Any]:
+    """Values for charts/atlasrun from the lock: ``image`` (operator) and ``runnerImage``."""
     images = read_lock(path)["images"]
     values: dict[str, Any] = {}
     for key, name in (("image", "operator"), ("runnerImage", "runner")):
         if name in images:
             repository, digest = _split(images[name])
             values[key] = {"repository": repository, "digest": digest}
-    if pre_pull:
-        values["prePull"] = {"enabled": True, "images": sorted(catalog_images(path).values())}
     return values
 
 
@@ -465,8 +461,8 @@ def main(argv: list[str]) -> int:
             print("\n".join(runner_requirements()))
         elif cmd == "base-images":
             print("".join(f"{k}={v}\n" for k, v in base_images().items()), end="")
-        elif cmd == "helm-values" and rest in ([], ["--pre-pull"]):
-            print(yaml.safe_dump(helm_values(pre_pull=bool(rest)), sort_keys=False), end="")
+        elif cmd == "helm-values":
+            print(yaml.safe_dump(helm_values(), sort_keys=False), end="")
         elif cmd == "catalog-images":
             print(yaml.safe_dump(catalog_images(), sort_keys=True), end="")
         elif cmd == "lock-set" and len(rest) >= 2:

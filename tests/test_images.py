@@ -288,10 +288,6 @@ def test_lock_feeds_the_chart_values_and_the_catalog(tmp_path: Path) -> None:
         "image": {"repository": "ghcr.io/atlasrun/operator", "digest": digest},
         "runnerImage": {"repository": "ghcr.io/atlasrun/runner", "digest": digest},
     }
-    assert context.helm_values(lock, pre_pull=True)["prePull"] == {
-        "enabled": True,
-        "images": [f"ghcr.io/atlasrun/mcp-calculator@{digest}"],
-    }
     assert context.catalog_images(lock) == {"calculator": f"ghcr.io/atlasrun/mcp-calculator@{digest}"}
     assert list(context.read_lock(lock)["images"]) == ["mcp-calculator", "operator", "runner"]
 

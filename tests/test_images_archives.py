@@ -63,3 +63,16 @@ def test_content_key_follows_the_bases_and_the_target() -> None:
         archives.rootfs_recipe_key(),
         "abc",
     )
+
+
+def test_pre_pull_values_list_the_starter_servers_images_of_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "images.lock"
+    digest = "sha256:" + "ab" * 32
+    for name in ("runner", "operator", "mcp-git", "mcp-calculator", "mcp-atlas-filesystem"):
+        context.lock_set(name, f"ghcr.io/atlasrun/{name}@{digest}", {"published": "test"}, path=path)
+    assert archives.pre_pull_values(path) == {
+        "prePull": {
+            "enabled": True,
+            "images": [f"ghcr.io/atlasrun/mcp-calculator@{digest}", f"ghcr.io/atlasrun/mcp-git@{digest}"],
+        }
+    }
