@@ -347,6 +347,10 @@ def test_deployment_is_locked_down_and_pinned(
     if variant == "monitoring":
         assert env["ATLASRUN_RUNNER_IMAGE"] == f"ghcr.io/atlasrun/runner@{DIGEST}"
         assert env["ATLASRUN_S3_ENDPOINT"] == "http://minio.minio.svc:9000"
+    elif variant == "platform":  # its prePull pulls the runner image it sets
+        values = yaml.safe_load(values_file("platform").read_text())["runnerImage"]
+        assert env["ATLASRUN_RUNNER_IMAGE"] == f"{values['repository']}@{values['digest']}"
+        assert "ATLASRUN_S3_ENDPOINT" not in env
     else:
         assert "ATLASRUN_RUNNER_IMAGE" not in env and "ATLASRUN_S3_ENDPOINT" not in env
     service = one(docs, "Service")
