@@ -48,7 +48,7 @@ from atlasrun.tasks.loader import load_tasks  # noqa: E402
 from atlasrun.testing.scripted_provider import ScriptedProvider  # noqa: E402
 from cluster.controlplane import ControlPlane, find_binaries  # noqa: E402
 from cluster.node import Node, node_paths  # noqa: E402
-from cluster.node_run import SERVER_PORTS, NodeRunEnv, node_run_env_for  # noqa: E402
+from cluster.node_run import SERVER_PORTS, NodeRunEnv, epoch, node_run_env_for  # noqa: E402
 from cluster.tenant import tasks_yaml  # noqa: E402
 from cluster.test_operator_e2e import scripted  # noqa: E402
 
@@ -71,12 +71,8 @@ def pods_seconds(pods: list[dict[str, Any]]) -> float:
         done = (runner or {}).get("state", {}).get("terminated")
         start = pod["status"].get("startTime")
         if done and start:
-            total += _ts(done["finishedAt"]) - _ts(start)
+            total += epoch(done["finishedAt"]) - epoch(start)
     return total
-
-
-def _ts(text: str) -> float:
-    return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 def cluster_row(env: NodeRunEnv, per_pod: int, repeats: int) -> dict[str, Any]:

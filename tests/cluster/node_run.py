@@ -135,7 +135,7 @@ def pod_timeline(pods: list[dict[str, Any]], since: float) -> str:
     started, its last container started and its runner finished (the API's one-second stamps)."""
 
     def at(stamp: str | None) -> str:
-        return f"{_epoch(stamp) - since:6.0f}" if stamp else "     -"
+        return f"{epoch(stamp) - since:6.0f}" if stamp else "     -"
 
     rows = []
     for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"]):
@@ -155,7 +155,8 @@ def pod_timeline(pods: list[dict[str, Any]], since: float) -> str:
     return f"{'pod':<28} {'created':>6} {'start':>6} {'last c.':>6} {'runner done':>6}\n" + "\n".join(rows)
 
 
-def _epoch(stamp: str) -> float:
+def epoch(stamp: str) -> float:
+    """Seconds since the epoch of an API timestamp (RFC 3339, UTC, one-second resolution)."""
     return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 

@@ -15,7 +15,6 @@ registry for ``FROM`` here) and reuses the archives the other node tests use (sa
 
 from __future__ import annotations
 
-import calendar
 import hashlib
 import itertools
 import json
@@ -38,7 +37,7 @@ from atlasrun.testing.scripted_provider import ScriptedProvider
 from cluster import node_images
 from cluster.controlplane import ControlPlane, wait_for
 from cluster.node import Node, node_cluster  # noqa: F401  (fixture)
-from cluster.node_run import PodRecorder, images_or_skip, pod_timeline
+from cluster.node_run import PodRecorder, epoch, images_or_skip, pod_timeline
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node, pytest.mark.timeout(3600)]
 REPO = Path(__file__).resolve().parents[2]
@@ -274,7 +273,7 @@ def run_timeline(cp: ControlPlane, recorder: PodRecorder) -> str:
     """Where the run's wall time went: each pod's timeline from the AtlasRun's creation, and the
     node's image pulls (kubelet events)."""
     run = json.loads(cp.kubectl("get", "atlasrun", "starter", "-n", "evals", "-o", "json").stdout)
-    created = calendar.timegm(time.strptime(run["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+    created = epoch(run["metadata"]["creationTimestamp"])
     done = next(
         (
             c["lastTransitionTime"]
@@ -286,7 +285,7 @@ def run_timeline(cp: ControlPlane, recorder: PodRecorder) -> str:
     events = json.loads(cp.kubectl("get", "events", "-n", "evals", "-o", "json").stdout)["items"]
     pulls = [e["message"] for e in events if e.get("reason") == "Pulled" and "pulled image" in e["message"]]
     return (
-        f"run created -> Succeeded: {done and calendar.timegm(time.strptime(done, '%Y-%m-%dT%H:%M:%SZ')) - created}s\n"
+        f"run created -> Succeeded: {done and epoch(done) - created}s\n"
         + pod_timeline(recorder.of_run("starter"), created)
         + "\n"
         + "\n".join(pulls)
