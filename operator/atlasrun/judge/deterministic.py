@@ -63,7 +63,7 @@ from atlasrun.judge.matching import tally_facts
 from atlasrun.judge.placed import placed
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
 
-VERSION = "deterministic/5"
+VERSION = "deterministic/6"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 

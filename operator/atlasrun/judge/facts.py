@@ -447,8 +447,14 @@ def _list_items(claim: str) -> list[str]:
     return [
         stem(p.split()[-1])
         for p in parts
-        if p.strip() and p.strip()[0].islower() and p.split()[-1].lower() not in STOPWORDS
+        if p.strip()
+        and (p.strip()[0].islower() or _ACRONYM.fullmatch(p.strip()))
+        and p.split()[-1].lower() not in STOPWORDS
     ]
+
+
+# An item written as a ticker or code in capitals ("AAPL, MSFT and NVDA"): not a name, but the item.
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9]{1,5}")
 
 
 @functools.lru_cache(maxsize=256)
@@ -483,6 +489,17 @@ def _read(text: str, claim: bool) -> Facts:
     return facts
 
 
+def _names_next(work: str, tokens: list[re.Match[str]], index: int) -> bool:
+    """The token after ``index`` is a capitalised word right after it (one space between)."""
+    if index + 1 >= len(tokens) or work[tokens[index].end() : tokens[index + 1].start()] != " ":
+        return False
+    following = tokens[index + 1].group(0)
+    low = following.lower()
+    return (
+        following[0].isupper() and not following.isupper() and low not in STOPWORDS and low not in NOT_NAMES
+    )
+
+
 def _names_and_content(facts: Facts, work: str, claim: bool) -> None:
     phrase: list[str] = []
     phrase_initial = False
@@ -504,7 +521,7 @@ def _names_and_content(facts: Facts, work: str, claim: bool) -> None:
             facts.first_name = phrase[0]
         phrase = []
 
-    for m in tokens:
+    for index, m in enumerate(tokens):
         word = m.group(0).rstrip("'")
         gap = work[last_end : m.start()]
         if phrase and (gap.strip() or len(gap) > 1 or "\n" in gap):
@@ -523,8 +540,8 @@ def _names_and_content(facts: Facts, work: str, claim: bool) -> None:
             and low not in NOT_NAMES
             and low not in MONTHS
             and low not in UNITS
-            and not (word.isupper() and 2 <= len(word) <= 4)  # API, CEO, TLS: ordinary nouns here
-        )
+            and not (word.isupper() and 2 <= len(word) <= 4 and not _names_next(work, tokens, index))
+        )  # API, CEO, TLS: ordinary nouns here, but "MIT License" is a name
         if name_like:
             if not phrase:
                 phrase_initial = sentence_start

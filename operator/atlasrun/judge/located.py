@@ -3,7 +3,9 @@ name many things. A pass needs every key fact said *where the claim is said*, wi
 that competes with it:
 
 - a rate's period agrees ("EUR 18,500 per year" does not meet "per month": decisive), and so does
-  the sign of a change said with the figure ("down 1.8%" does not meet "up 1.8%": decisive);
+  the sign of a change said with the figure ("down 1.8%" does not meet "up 1.8%": decisive); a
+  count counts the claim's thing ("37 unique rows" for "37 duplicate rows") and a precise figure is
+  not met by a rough one only ("about 140,000" for 139,875): abstain (``judge.measured``);
 - no other value of a matched quantity's kind or time stands in a clause that says more of the
   claim than the clauses of its matches do ("revenue came to CHF 12.5M, while costs were CHF 9.1M"
   for "revenue was CHF 9.1M"): the claim's words belong to that value (abstain);
@@ -20,73 +22,16 @@ import re
 
 from atlasrun.judge.base import Abstention, Label
 from atlasrun.judge.evidence import Span, clauses, in_context, sentence_at, sentences
-from atlasrun.judge.facts import Facts, Quantity, stem
+from atlasrun.judge.facts import Facts, stem
 from atlasrun.judge.lexicon import OPPOSITE_STATES, STOPWORDS
+from atlasrun.judge.measured import counts_another, disagrees, rough
 from atlasrun.judge.rivals import Tally
 from atlasrun.judge.slots import contested
-from atlasrun.judge.values import id_shape, same
+from atlasrun.judge.values import id_shape
 
 Outcome = tuple[Label, str] | Abstention | None
 
-_PERIODS = {
-    "hour": "hour",
-    "hr": "hour",
-    "h": "hour",
-    "hourly": "hour",
-    "day": "day",
-    "daily": "day",
-    "week": "week",
-    "weekly": "week",
-    "month": "month",
-    "mo": "month",
-    "monthly": "month",
-    "year": "year",
-    "yr": "year",
-    "annum": "year",
-    "annually": "year",
-    "yearly": "year",
-    "annual": "year",
-}
-_PERIOD_AFTER = re.compile(
-    r"^\s*(?:(?:per|a|an|each|every|/)\s*(hour|hr|h|day|week|month|mo|year|yr|annum)\b|"
-    r"(hourly|daily|weekly|monthly|yearly|annually))",
-    re.I,
-)
-_SIGN_BEFORE = re.compile(r"\b(up|down|rose|fell|grew|dropped|gained|lost)\s+(?:by\s+)?$", re.I)
-_SIGN_OF = {"up": "+", "rose": "+", "grew": "+", "gained": "+", "down": "-", "fell": "-", "dropped": "-"}
-_SIGN_OF["lost"] = "-"
 _NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|\w+n't)$")
-
-
-def _period(text: str, end: int) -> str | None:
-    m = _PERIOD_AFTER.match(text[end : end + 20])
-    return _PERIODS[(m.group(1) or m.group(2)).lower()] if m else None
-
-
-def _sign(text: str, start: int) -> str | None:
-    m = _SIGN_BEFORE.search(text[max(0, start - 20) : start])
-    return _SIGN_OF[m.group(1).lower()] if m else None
-
-
-def _matches(claim: Facts, answer: Facts) -> list[tuple[Quantity, Quantity]]:
-    return [(q, g) for q in claim.quantities for g in answer.quantities if same(q, g)]
-
-
-def _disagrees(claim: Facts, answer: Facts) -> str | None:
-    """A matched figure whose rate period or signed direction is another than the claim's, at every
-    match of it."""
-    pairs = _matches(claim, answer)
-    for q in claim.quantities:
-        found = [g for c, g in pairs if c is q]
-        if not found:
-            continue
-        period = _period(claim.text, q.end)
-        if period and all(_period(answer.text, g.end) not in (None, period) for g in found):
-            return f"{q.text} per {period}: the answer gives it per {_period(answer.text, found[0].end)}"
-        sign = _sign(claim.text, q.start)
-        if sign and all(_sign(answer.text, g.start) not in (None, sign) for g in found):
-            return f"{q.text}: the answer gives the change in the other direction"
-    return None
 
 
 def _terms(claim: Facts) -> set[str]:
@@ -197,12 +142,18 @@ def located(claim: Facts, answer: Facts, tally: Tally, resolved: bool = False) -
     """Why a ``fulfilled`` is not decisive, or None when its evidence is located."""
     if not tally.hits:
         return None
-    disagree = _disagrees(claim, answer)
+    disagree = disagrees(claim, answer)
     if disagree:
         return "not_fulfilled", disagree
     rival = None if resolved else contested(claim, answer)
     if rival:
         return Abstention(kind="contradiction", reason=rival)
+    rough_figure = rough(claim, answer)
+    if rough_figure:
+        return Abstention(kind="hedged", reason=rough_figure)
+    counted = counts_another(claim, answer)
+    if counted:
+        return Abstention(kind="relation", reason=counted)
     stray = _stray(claim, answer, tally)
     if stray:
         return Abstention(kind="relation", reason=stray)

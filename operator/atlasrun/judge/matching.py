@@ -132,6 +132,8 @@ def _rival_first_name(name: list[str], span: tuple[int, int], text: str) -> str 
 def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
     spans = [(g.start, g.end) for g in answer.quantities]
     for q in claim.quantities:
+        if claim.items and q.dim is None and not q.currency and q.number == len(claim.items):
+            continue  # "the three largest are A, B and C": the count frames the items, the items are the facts
         release = version_spans(q, answer.text)
         if release:  # "Kubernetes 1.29" met by "v1.29.4": a version, not a decimal
             tally.add(q.text, True, None)
@@ -147,6 +149,7 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
             if same(q, g)
             and not other_cell(answer.text, g.start, claim, False)
             and not other_section(answer.text, g.start, claim)
+            and not _nearer_claim_value(q, g, claim)
         ]
         hits = [g for g in found if unit_implied(q, g, answer)]
         readings = locale_readings(q, answer, found)
@@ -176,6 +179,15 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
             tally.hits.extend((h.start, h.end, "quantity") for h in hits)
             rivals = [(g.text, g.start, g.end) for g in others if g.dim == q.dim and g in answer.quantities]
             check_rivals(tally, q.text, [(h.start, h.end) for h in hits], rivals, answer, claim, "quantity")
+
+
+def _nearer_claim_value(q: Quantity, g: Quantity, claim: Facts) -> bool:
+    """The answer's figure meets another of the claim's figures more closely: one figure never
+    stands for two ("dropped from 4.1% to 3.9%" is not met by a lone 3.9%; "88 and 92" by a 92)."""
+    return any(
+        c is not q and c.number != q.number and same(c, g) and abs(c.value - g.value) < abs(q.value - g.value)
+        for c in claim.quantities
+    )
 
 
 def _table_lookup(q: Quantity, claim: Facts, answer: Facts) -> list[Quantity]:

@@ -27,8 +27,30 @@ def comparable(a: Quantity, b: Quantity) -> bool:
     return a.dim is None or b.dim is None
 
 
+def _written(q: Quantity) -> tuple[str, int, str]:
+    """A figure as written: its digits, its count of decimals, what stands after its digits."""
+    figure = re.search(r"\d[\d,]*(?:\.(\d+))?", q.text)
+    decimals = len(figure.group(1) or "") if figure else 0
+    return re.sub(r"\D", "", q.text), decimals, q.text[figure.end() :].strip() if figure else ""
+
+
+def transposed(claim: Quantity, got: Quantity) -> bool:
+    """The claim's digits in another order, both written to the same decimals in the same unit
+    ("8.59 m" for "8.95 m", "0.02%" for "0.20%"): a slip or a misread row, never a rounding, so no
+    tolerance covers it."""
+    (a, a_decimals, a_unit), (b, b_decimals, b_unit) = _written(claim), _written(got)
+    return (
+        a_decimals > 0
+        and a_decimals == b_decimals
+        and a_unit == b_unit
+        and a != b
+        and sorted(a) == sorted(b)
+        and claim.currency == got.currency
+    )
+
+
 def same(claim: Quantity, got: Quantity) -> bool:
-    if not comparable(claim, got):
+    if not comparable(claim, got) or transposed(claim, got):
         return False
     if claim.dim == "percent" or got.dim == "percent":
         c = claim.number if claim.dim == "percent" or abs(claim.number) > 1 else claim.number * 100
@@ -134,8 +156,16 @@ def locale_readings(q: Quantity, answer: Facts, found: list[Quantity]) -> list[Q
     return "undecided"
 
 
+def _seconds(time: Time) -> str | None:
+    written = re.search(r"\d:\d{2}:(\d{2})", time.text)
+    return written.group(1) if written else None
+
+
 def time_same(claim: Time, got: Time) -> bool | None:
-    """Same time of day; None when a zone makes it impossible to tell."""
+    """Same time of day (to the second where both say seconds: "2:05:24" is not "2:05:42"); None
+    when a zone makes it impossible to tell."""
+    if None not in (_seconds(claim), _seconds(got)) and _seconds(claim) != _seconds(got):
+        return False
     if claim.zone is None:
         return claim.minutes == got.minutes
     if claim.offset is None or got.zone is None or got.offset is None:
