@@ -87,7 +87,7 @@ def content_key(target: str, python_base: str, node_base: str) -> str:
     h = hashlib.sha256(target.encode())
     files = [IMAGES / "build.sh", IMAGES / "context.py"]
     if target.startswith("mcp-"):
-        files += [IMAGES / "mcp-server" / n for n in ("Dockerfile", "sidecar.py", "make_links.py")]
+        files += [IMAGES / "mcp-server" / n for n in ("Dockerfile", *context.SIDECAR_SCRIPTS)]
         catalog, entry = context.sidecar_entry(target)
         # The starter catalog's entries in file order (the keys of images built before mcp-atlas).
         entries = [

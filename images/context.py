@@ -55,6 +55,8 @@ GLIBC_MINOR = 36
 ARCH = os.environ.get("ATLAS_IMAGE_ARCH", "x86_64")
 # Fallback if the catalog has no mcp-proxy entry (it pins one for calculator-http).
 MCP_PROXY = {"version": "0.13.0", "extra": ["mcp<2"]}
+# The sidecar image's own scripts (images/mcp-server/): copied into its build context, in its key.
+SIDECAR_SCRIPTS = ("sidecar.py", "control.py", "generations.py", "procs.py", "make_links.py")
 
 
 class ContextError(RuntimeError):
@@ -367,7 +369,7 @@ def prepare(target: str, ctx: Path) -> dict[str, str]:
             _npm_cache(npm, str(_packed_from_source(entry, npm / PACKED)), "")
         else:
             _npm_cache(npm, args["SERVER_PACKAGE"], args["SERVER_VERSION"])
-        for script in ("sidecar.py", "make_links.py"):
+        for script in SIDECAR_SCRIPTS:
             shutil.copy2(IMAGES / "mcp-server" / script, ctx / script)
     (ctx / "build-args").write_text("".join(f"{k}={v}\n" for k, v in args.items()))
     (ctx / "wheels.txt").write_text("".join(f"{w.name}\n" for w in sorted(wheels.glob("*.whl"))))

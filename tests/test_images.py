@@ -41,6 +41,9 @@ BUILD_SH = IMAGES / "build.sh"
 
 
 def _load(name: str) -> ModuleType:
+    folder = str((IMAGES / name).parent)
+    if folder not in sys.path:  # an image's script imports its siblings (sidecar.py: procs.py)
+        sys.path.append(folder)
     spec = importlib.util.spec_from_file_location(f"atlasrun_images_{name}", IMAGES / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -17,23 +17,30 @@ at each start, so one image works for any ``dataMount``:
 The entry's ``path_aliases`` (``{"python": "python3"}``: commands the server runs under another
 name) become links in ``$TMPDIR/.atlas-path``, put first on the server's PATH.
 
-mcp-proxy runs as a supervised child in a session of its own. When it exits on its own, the
-sidecar exits with its code (128 + N for signal N) and the kubelet restarts the container;
+mcp-proxy runs as a supervised child in a session of its own. When it (or, in relay mode, the
+server) exits on its own, the sidecar exits with its code (128 + N for signal N) and the kubelet restarts the container;
 SIGTERM/SIGINT stop it (TERM, KILL after 3 s) and the sidecar exits 0. As PID 1 the sidecar
 reaps orphans; elsewhere it makes itself their subreaper, so daemons a server started stay its
 descendants.
 
 With ``ATLAS_CONTROL_PORT`` set, a control endpoint on ``127.0.0.1`` (other containers of the
-pod only) gives fresh server state between a pod's work items (atlasrun/cluster/pod/fresh.py):
+pod only) gives fresh server state between a pod's work items (atlasrun/cluster/pod/fresh.py).
+mcp-proxy then runs for the container's life and the sidecar itself runs the stdio server behind
+it, one *generation* after another (relay mode, generations.py):
 
-- ``POST /stop``: SIGKILL the server's whole process tree (as PID 1: every other process of the
-  container), wait until it is gone, empty ``$TMPDIR`` except ``.atlas-path``.
-  200 ``{"stopped": true, "killed": n, "seconds": s}``; stopping a stopped server is a 200 too.
-- ``POST /start[?timeout=60]``: a new generation of mcp-proxy, ready once the server answers an
-  ``initialize`` at ``/mcp``. 200 ``{"ready": true, "seconds": s, "generation": n}``; 409 if it
-  runs; 503 ``{"error": ...}`` (exit code and stderr tail) if it does not come up: the sidecar
-  stays alive with the server stopped.
-- ``POST /respawn[?timeout=60]``: both, one answer with ``stop_seconds`` and ``start_seconds``.
+- ``POST /stop``: SIGKILL the server's whole process tree (as PID 1: every process of the
+  container but mcp-proxy, its relay and a spare), wait until it is gone, empty ``$TMPDIR`` except
+  ``.atlas-path``. 200 ``{"stopped": true, "killed": n, "seconds": s}``; stopping a stopped
+  server is a 200 too.
+- ``POST /start[?timeout=60][&prestart=1]``: a new generation, switched in once it answered the
+  MCP handshake; with ``prestart=1`` the next one is started and handshaken right after, while the
+  item runs, and the next ``/start`` switches it in (``"prestarted": true``). 200 ``{"ready":
+  true, "seconds": s, "generation": n, "prestarted": bool}``; 409 if it runs; 503 ``{"error":
+  ...}`` (exit code and stderr tail) if it does not come up: the sidecar stays alive with the
+  server stopped. A spare starts while the previous item runs and shares its ``$TMPDIR`` and data:
+  a server that reads them at start-up declares ``fresh: respawn``, not ``prestart``.
+- ``POST /respawn[?timeout=60][&prestart=1]``: both, one answer with ``stop_seconds`` and
+  ``start_seconds``.
 - ``GET /healthz``: ``{"running": bool, "generation": n, "cpu_s": s}``: the CPU-seconds the
   container has spent (its cgroup with ``ATLAS_CPU_SOURCE=cgroup``, as in a pod; else the
   sidecar and its process tree). The runner adds them to its own for the pod's figure.
@@ -55,7 +62,6 @@ import ctypes
 import http.client
 import http.server
 import json
-import math
 import os
 import re
 import resource
@@ -68,7 +74,11 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from typing import IO, Any, NoReturn
+from typing import Any
+
+from control import MAX_START_TIMEOUT_S, SidecarError, fail, log, serve_control
+from generations import Generation, GenerationError, Switchboard, relay
+from procs import StderrTail, alive, cgroup_cpu, cpu_of, drain, processes
 
 SPEC = os.environ.get("ATLAS_SIDECAR_SPEC", "/opt/server/server.json")
 PROXY = os.environ.get("ATLAS_MCP_PROXY", "/opt/mcp-proxy/bin/mcp-proxy")
@@ -76,9 +86,6 @@ _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
 ALIAS_DIR = ".atlas-path"  # kept when the scratch directory is emptied
 TERM_GRACE_S = 3.0  # SIGTERM to the sidecar: the child gets this long before SIGKILL
 KILL_WAIT_S = 10.0  # /stop: how long SIGKILLed processes may take to disappear
-DEFAULT_START_TIMEOUT_S = 60.0
-MAX_START_TIMEOUT_S = 3600.0
-STDERR_TAIL_LINES = 12  # the runner keeps 500 characters of an error
 PR_SET_CHILD_SUBREAPER = 36  # prctl option (linux/prctl.h)
 # No HTTP(S)_PROXY from the environment: the readiness probe goes to loopback only.
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -92,19 +99,6 @@ INITIALIZE = {
         "clientInfo": {"name": "atlas-mcp-sidecar", "version": "0"},
     },
 }
-
-
-class SidecarError(Exception):
-    """What went wrong, for the user: exit 2 at start-up, an error answer on the control endpoint."""
-
-
-def fail(message: str) -> NoReturn:
-    print(f"atlas-mcp-sidecar: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def log(message: str) -> None:
-    print(f"atlas-mcp-sidecar: {message}", file=sys.stderr, flush=True)
 
 
 def _alias_dir(aliases: dict[str, str], scratch: str) -> str:
@@ -145,9 +139,20 @@ class Config:
         self.spec, self.argv, self.scratch, self.data_dir = spec, argv, scratch, data_dir
         self.server_port, self.control_port = server_port, control_port
 
-    def proxy_command(self) -> tuple[list[str], dict[str, str]]:
+    def proxy_command(self, relay: str | None = None) -> tuple[list[str], dict[str, str]]:
         """mcp-proxy's command line and environment, placeholders filled now (checked again at
-        every start: the runner may have replaced the data directory meanwhile)."""
+        every start: the runner may have replaced the data directory meanwhile). ``relay``: its
+        stdio server is this file's relay to the switchboard of that name (generations.py)."""
+        server, cwd, env = self.server_command()
+        if relay is not None:
+            server = [sys.executable, os.path.abspath(__file__), "--relay", relay]
+        host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
+        log_level = os.environ.get("ATLAS_PROXY_LOG_LEVEL", "WARNING")
+        proxy = [PROXY, "--host", host, "--port", str(self.server_port), "--log-level", log_level]
+        return [*proxy, "--pass-environment", "--cwd", cwd, "--", *server], env
+
+    def server_command(self) -> tuple[list[str], str, dict[str, str]]:
+        """The stdio server's command line, working directory and environment."""
         values = {
             "install_dir": self.spec.get("install_dir", "/opt/server"),
             "data_dir": self.data_dir,
@@ -170,10 +175,7 @@ class Config:
         aliases = self.spec.get("path_aliases") or {}
         if aliases:
             env["PATH"] = _alias_dir(aliases, self.scratch) + os.pathsep + env.get("PATH", "")
-        host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
-        log_level = os.environ.get("ATLAS_PROXY_LOG_LEVEL", "WARNING")
-        proxy = [PROXY, "--host", host, "--port", str(self.server_port), "--log-level", log_level]
-        return [*proxy, "--pass-environment", "--cwd", cwd, "--", command, *args], env
+        return [command, *args], cwd, env
 
 
 def load_config(argv: list[str]) -> Config:
@@ -199,103 +201,7 @@ def load_config(argv: list[str]) -> Config:
     return config
 
 
-# ---------------------------------------------------------------- processes, from /proc
-
-
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, ppid, process group) of a process, None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2 :].split()  # the command name may hold spaces and ")"
-    return fields[0].decode(), int(fields[1]), int(fields[2])
-
-
-def _processes() -> dict[int, tuple[str, int, int]]:
-    table = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit() and (stat := _stat(int(name))) is not None:
-            table[int(name)] = stat
-    return table
-
-
-def _cpu_of(pid: int) -> float:
-    """CPU-seconds of a live process and of its children it reaped (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        fields = data[data.rindex(b")") + 2 :].split()
-        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def _cgroup_cpu() -> float | None:
-    """CPU-seconds of this container's cgroup (v2 cpu.stat, else v1 cpuacct.usage); None if none.
-    (The runner's copy: atlasrun/cluster/pod/cpu.py; this file imports nothing of atlasrun.)"""
-    try:
-        with open("/sys/fs/cgroup/cpu.stat", encoding="ascii") as fh:
-            for line in fh:
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
-                    return int(value) / 1e6
-    except (OSError, ValueError):
-        pass
-    for name in ("cpuacct/cpuacct.usage", "cpu,cpuacct/cpuacct.usage", "cpuacct.usage"):
-        try:
-            with open(f"/sys/fs/cgroup/{name}", encoding="ascii") as fh:
-                return int(fh.read().strip()) / 1e9
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _alive(pid: int, state: str) -> bool:
-    """Not dead yet: a zombie thread-group leader still has threads running until they exit."""
-    if state not in "ZX":
-        return True
-    try:
-        return len(os.listdir(f"/proc/{pid}/task")) > 1
-    except OSError:
-        return False
-
-
-class StderrTail:
-    """The child's last stderr lines, Python tracebacks condensed to their messages: the server's
-    own complaint, printed before mcp-proxy's long traceback, stays in the few lines kept."""
-
-    _FRAME = re.compile(r"^\s*(File \"|Traceback \(|Exception Group Traceback|[\^~]+$|[+-]+[-+ \d]*$)")
-
-    def __init__(self, lines: int = STDERR_TAIL_LINES) -> None:
-        self.lines: collections.deque[str] = collections.deque(maxlen=lines)
-        self._source_line_next = False  # the line after a ``File "..."`` line is its source code
-
-    def add(self, raw: bytes) -> None:
-        line = raw[:2000].decode("utf-8", "replace").rstrip()
-        text = line.lstrip(" |+")  # exception groups indent with "|" and "+"
-        source_line, self._source_line_next = self._source_line_next, text.startswith('File "')
-        if source_line or not text or self._FRAME.match(text):
-            return
-        if not self.lines or self.lines[-1] != text:
-            self.lines.append(text)
-
-    def text(self) -> str:
-        return "\n".join(self.lines) or "(nothing)"
-
-
-def _drain(stream: IO[bytes], tail: StderrTail) -> None:
-    """Echo the child's stderr to ours (the container log) and keep its last lines for errors."""
-    out = sys.stderr.buffer
-    for line in iter(lambda: stream.readline(65536), b""):
-        tail.add(line)
-        try:
-            out.write(line)
-            out.flush()
-        except (OSError, ValueError):
-            pass
-    stream.close()
+# ---------------------------------------------------------------- the supervisor
 
 
 def _exit_status(code: int) -> str:
@@ -321,26 +227,41 @@ def _mcp_answers(url: str, timeout_s: float) -> None:
             pass
 
 
-# ---------------------------------------------------------------- the supervisor
-
-
 class Sidecar:
+    """mcp-proxy and, in relay mode (a control port), the server's generations behind it."""
+
     def __init__(self, config: Config) -> None:
         self.config = config
         self.pid1 = os.getpid() == 1
         self.control = threading.Lock()  # one control request at a time
         self.state = threading.Lock()  # the child, its generation, and reaping
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | None = None  # mcp-proxy
         self.drainer: threading.Thread | None = None
         self.tail = StderrTail()
-        self.generation = 0
+        self.generation = 0  # processes started: of mcp-proxy, in relay mode of the server
+        self.serving = 0  # relay mode: the generation switched in last
         self.down_on_purpose = False  # stopped (or being stopped or started) by a control request
         self.terminating = False
+        self.board: Switchboard | None = None
+        self.server: Generation | None = None  # relay mode: the current generation
+        self.spare: Generation | None = None  # relay mode: started ahead of need
+        self.spare_done = threading.Event()  # its start and handshake are over (well or not)
+        self.spare_error = ""
+        self.started: list[Generation] = []  # every generation not yet reaped (by its Popen)
+        if config.control_port is not None:
+            self.board = Switchboard(f"atlas-sidecar-{config.control_port}-{os.getpid()}", log)
 
     # -- the child
 
     def spawn(self) -> None:
-        command, env = self.config.proxy_command()
+        """Start mcp-proxy; in relay mode its first server generation first (switched in before
+        mcp-proxy sends its ``initialize``)."""
+        relay = None
+        if self.board is not None:
+            self.server = self._generation()
+            self.board.switch(self.server)
+            self.serving, relay = self.server.number, self.board.name
+        command, env = self.config.proxy_command(relay)
         tail = StderrTail()
         with self.state:  # the reaper must never see the new child's pid as an orphan's
             try:
@@ -350,13 +271,32 @@ class Sidecar:
             except OSError as exc:
                 raise SidecarError(f"cannot start mcp-proxy ({PROXY}): {exc}") from exc
             self.proc, self.tail = proc, tail
-            self.generation += 1
+            if self.board is None:
+                self.generation += 1
+            else:
+                self.board.proxy_pid = proc.pid
         assert proc.stderr is not None
-        self.drainer = threading.Thread(target=_drain, args=(proc.stderr, tail), daemon=True)
+        self.drainer = threading.Thread(target=drain, args=(proc.stderr, tail), daemon=True)
         self.drainer.start()
 
+    def _generation(self) -> Generation:
+        """A new process of the server (relay mode), its stdout pumped by the switchboard."""
+        assert self.board is not None
+        command, cwd, env = self.config.server_command()
+        with self.state:
+            self.generation += 1
+            try:
+                made = Generation(command, cwd, env, self.generation, StderrTail(), drain)
+            except GenerationError as exc:
+                raise SidecarError(str(exc)) from exc
+            self.started = [g for g in self.started if g.proc.returncode is None] + [made]
+        threading.Thread(target=self.board.to_proxy, args=(made,), daemon=True).start()
+        return made
+
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None and not self.down_on_purpose
+        if self.proc is None or self.proc.poll() is not None or self.down_on_purpose:
+            return False
+        return self.server is None or self.server.proc.poll() is None
 
     def stderr_tail(self) -> str:
         if self.drainer is not None:
@@ -364,73 +304,93 @@ class Sidecar:
         return self.tail.text()
 
     def reap_orphans(self) -> None:
-        """Collect exited processes that are not the child (orphans reparented to us), leaving
-        the child's exit status to its Popen."""
+        """Collect exited processes that are not a child we wait for (orphans reparented to us),
+        leaving mcp-proxy's and the generations' exit statuses to their Popen."""
         with self.state:
-            child = self.proc.pid if self.proc is not None and self.proc.returncode is None else None
+            ours = {p.pid for p in self._children() if p.returncode is None}
             while True:
                 try:
                     info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
                 except ChildProcessError:
                     return
-                if info is None or info.si_pid == child:
+                if info is None or info.si_pid in ours:
                     return
                 try:
                     os.waitpid(info.si_pid, 0)
                 except ChildProcessError:
                     pass
 
+    def _children(self) -> list[subprocess.Popen[bytes]]:
+        found = [self.proc] if self.proc is not None else []
+        return found + [g.proc for g in self.started]
+
     def unexpected_exit(self) -> int | None:
         with self.state:
             if self.proc is None or self.down_on_purpose:
                 return None
             code = self.proc.poll()
-        return None if code is None else code
+            if code is None and self.server is not None:
+                code = self.server.proc.poll()  # relay mode: the server itself ended
+        return code
 
-    def _tree(self) -> set[int]:
+    def _tree(self, keep: set[int] | None = None) -> set[int]:
         """The live processes of the server: as PID 1 every other one; else the child's process
-        group and the sidecar's descendants (orphans come back to it: it is their subreaper)."""
-        table = _processes()
-        if self.pid1:
-            found = {pid for pid in table if pid != 1}
-        else:
-            children: dict[int, list[int]] = collections.defaultdict(list)
-            for pid, (_, ppid, _) in table.items():
-                children[ppid].append(pid)
-            found = set()
-            stack = [os.getpid()]
+        group and the sidecar's descendants (orphans come back to it: it is their subreaper).
+        ``keep``: processes left out with their descendants (relay mode: mcp-proxy, the spare)."""
+        table = processes()
+        children: dict[int, list[int]] = collections.defaultdict(list)
+        for pid, (_, ppid, _) in table.items():
+            children[ppid].append(pid)
+
+        def descendants(roots: set[int]) -> set[int]:
+            found, stack = set(roots), list(roots)
             while stack:
                 for pid in children[stack.pop()]:
                     if pid not in found:
                         found.add(pid)
                         stack.append(pid)
-            if self.proc is not None:  # its group: pgid = its pid (a session of its own)
-                found |= {pid for pid, (_, _, pgrp) in table.items() if pgrp == self.proc.pid}
-        return {pid for pid in found if _alive(pid, table[pid][0])}
+            return found
 
-    def kill_tree(self) -> int:
+        if self.pid1:
+            found = {pid for pid in table if pid != 1}
+        else:
+            found = descendants({os.getpid()}) - {os.getpid()}
+            leader = self.server or self.proc  # its group: pgid = its pid (a session of its own)
+            if leader is not None:
+                found |= {pid for pid, (_, _, pgrp) in table.items() if pgrp == leader.pid}
+        if keep:
+            found -= descendants(keep & set(table))
+        return {pid for pid in found if alive(pid, table[pid][0])}
+
+    def _keep(self) -> set[int]:
+        """Relay mode: what a /stop spares (mcp-proxy, its relay, the spare generation)."""
+        return {p.pid for p in (self.proc, self.spare) if p is not None}
+
+    def kill_tree(self, keep: set[int] | None = None) -> int:
         """SIGKILL the server's processes until none is left; how many were killed."""
         killed: set[int] = set()
         deadline = time.monotonic() + KILL_WAIT_S
         while True:
             self.reap_orphans()
-            alive = self._tree()
-            if not alive:
+            alive_now = self._tree(keep)
+            if not alive_now:
                 break
             if time.monotonic() > deadline:
-                raise SidecarError(f"processes {sorted(alive)} outlived SIGKILL for {KILL_WAIT_S:g} s")
-            for pid in alive:
+                raise SidecarError(f"processes {sorted(alive_now)} outlived SIGKILL for {KILL_WAIT_S:g} s")
+            for pid in alive_now:
                 try:
                     os.kill(pid, signal.SIGKILL)
                     killed.add(pid)
                 except ProcessLookupError:
                     pass
             time.sleep(0.02)
-        if self.proc is not None:
+        for child in self._children():
+            if keep is not None and child.pid in keep:
+                continue
             try:
-                self.proc.wait(timeout=KILL_WAIT_S)
+                child.wait(timeout=KILL_WAIT_S)
             except subprocess.TimeoutExpired as exc:
-                raise SidecarError(f"mcp-proxy (pid {self.proc.pid}) outlived SIGKILL") from exc
+                raise SidecarError(f"process {child.pid} outlived SIGKILL") from exc
         self.reap_orphans()  # those the child's zombie hid (waitid shows the first zombie only)
         return len(killed)
 
@@ -465,36 +425,109 @@ class Sidecar:
         started = time.monotonic()
         with self.state:
             self.down_on_purpose = True
-        killed = self.kill_tree()
+        if self.board is not None:
+            self.board.switch(None)
+            killed = self.kill_tree(self._keep())
+            self.server = None
+        else:
+            killed = self.kill_tree()
         self.wipe_scratch()
         return {"stopped": True, "killed": killed, "seconds": round(time.monotonic() - started, 3)}
 
-    def start(self, timeout_s: float) -> tuple[int, dict[str, Any]]:
+    def start(self, timeout_s: float, prestart: bool = False) -> tuple[int, dict[str, Any]]:
         if self.running():
             return 409, {
-                "error": f"the server is already running (generation {self.generation}): "
+                "error": f"the server is already running (generation {self._number()}): "
                 "POST /stop first, or POST /respawn"
             }
         started = time.monotonic()
         with self.state:
             self.down_on_purpose = True  # until it answers: a crash now is this request's failure
         try:
-            self.spawn()
-            self._wait_ready(started + timeout_s, timeout_s)
+            if self.board is None:
+                self.spawn()
+                self._wait_ready(started + timeout_s, timeout_s)
+                spare = False
+            else:
+                spare = self._switch_in(started + timeout_s, timeout_s)
         except SidecarError as exc:
             log(f"start of generation {self.generation} failed: {exc}")
             try:
-                self.kill_tree()
+                self.kill_tree(self._keep() if self.board is not None else None)
             except SidecarError as kill_error:
                 exc = SidecarError(f"{exc}; {kill_error}")
+            self.server = None
             return 503, {"error": str(exc), "generation": self.generation}
         with self.state:
             self.down_on_purpose = False
+        if prestart and self.board is not None:
+            self._prestart()
         return 200, {
             "ready": True,
             "seconds": round(time.monotonic() - started, 3),
-            "generation": self.generation,
+            "generation": self._number(),
+            "prestarted": spare,
         }
+
+    def _switch_in(self, deadline: float, timeout_s: float) -> bool:
+        """Relay mode: the spare if it came up, else a new generation, handshaken and switched in.
+        True if it was the spare."""
+        assert self.board is not None and self.proc is not None
+        if self.proc.poll() is not None:
+            raise SidecarError(
+                f"mcp-proxy exited with {_exit_status(self.proc.returncode)}:\n{self.stderr_tail()}"
+            )
+        if not self.board.initialized.wait(timeout=max(deadline - time.monotonic(), 0)):
+            raise SidecarError(f"mcp-proxy sent no initialize to its server within {timeout_s:g} s")
+        assert self.board.initialize is not None
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            self.spare_done.wait(timeout=max(deadline - time.monotonic(), 0))
+            if self.spare_done.is_set() and not self.spare_error and spare.proc.poll() is None:
+                self.server, self.serving = spare, spare.number
+                self.board.switch(spare)
+                return True
+            log(
+                f"the spare generation {spare.number} is not usable ({self.spare_error or 'not ready'}): starting one now"
+            )
+            self.server = spare  # killed below as the current one, then replaced
+            self.kill_tree(self._keep())
+        self.server = self._generation()
+        try:
+            self.server.handshake(self.board.initialize, deadline)
+        except GenerationError as exc:
+            raise SidecarError(
+                f"generation {self.server.number}: {exc}; its stderr ends with:\n{self.server.tail.text()}"
+            ) from exc
+        self.board.switch(self.server)
+        self.serving = self.server.number
+        return False
+
+    def _prestart(self) -> None:
+        """Start the next generation now, while the item runs; its handshake in the background."""
+        self.spare_done.clear()
+        self.spare_error = ""
+        try:
+            self.spare = self._generation()
+        except SidecarError as exc:
+            self.spare_error = str(exc)
+            self.spare_done.set()
+            return
+        spare, board = self.spare, self.board
+        assert board is not None and board.initialize is not None
+
+        def handshake() -> None:
+            try:
+                spare.handshake(board.initialize or {}, time.monotonic() + MAX_START_TIMEOUT_S)
+            except GenerationError as exc:
+                self.spare_error = str(exc)
+            self.spare_done.set()
+
+        threading.Thread(target=handshake, name="spare", daemon=True).start()
+
+    def _number(self) -> int:
+        """The generation that serves (or served last): a spare does not count until it does."""
+        return self.generation if self.board is None else self.serving
 
     def _wait_ready(self, deadline: float, timeout_s: float) -> None:
         host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
@@ -523,9 +556,9 @@ class Sidecar:
                 last = f"{type(exc).__name__}: {exc}"
             time.sleep(0.05)
 
-    def respawn(self, timeout_s: float) -> tuple[int, dict[str, Any]]:
+    def respawn(self, timeout_s: float, prestart: bool = False) -> tuple[int, dict[str, Any]]:
         stopped = self.stop()
-        status, started = self.start(timeout_s)
+        status, started = self.start(timeout_s, prestart)
         body = {
             **started,
             "stopped": True,
@@ -540,20 +573,25 @@ class Sidecar:
     def health(self) -> dict[str, Any]:
         return {
             "running": self.running(),
-            "generation": self.generation,
+            "generation": self._number(),
             "cpu_s": round(self.cpu_seconds(), 3),
         }
 
     def cpu_seconds(self) -> float:
         """What the container has spent: its cgroup's account in a pod (ATLAS_CPU_SOURCE=cgroup);
         elsewhere the sidecar, the children it reaped and its live descendants."""
-        if os.environ.get("ATLAS_CPU_SOURCE") == "cgroup" and (seconds := _cgroup_cpu()) is not None:
+        if os.environ.get("ATLAS_CPU_SOURCE") == "cgroup" and (seconds := cgroup_cpu()) is not None:
             return seconds
         me, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         own = me.ru_utime + me.ru_stime + reaped.ru_utime + reaped.ru_stime
-        return own + sum(_cpu_of(pid) for pid in self._tree())
+        return own + sum(cpu_of(pid) for pid in self._tree())
 
     # -- the container's life
+
+    def _who_exited(self) -> str:
+        if self.server is not None and self.proc is not None and self.proc.poll() is None:
+            return f"the server (generation {self.server.number})"
+        return "mcp-proxy"
 
     def shutdown(self) -> None:
         """SIGTERM to the child's group (as PID 1: to everyone), SIGKILL what is left after the grace."""
@@ -565,11 +603,13 @@ class Sidecar:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+        for child in self._children():
+            if child.poll() is None:
+                try:
+                    os.killpg(child.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 self.proc.wait(timeout=TERM_GRACE_S)
             except subprocess.TimeoutExpired:
@@ -578,6 +618,8 @@ class Sidecar:
             self.kill_tree()
         except SidecarError as exc:
             log(str(exc))
+        if self.board is not None:
+            self.board.close()
 
     def supervise(self, wakeup: int) -> int:
         """Wait for signals (woken by ``wakeup``, or every second to reap); the sidecar's exit code."""
@@ -594,114 +636,12 @@ class Sidecar:
             self.reap_orphans()
             code = self.unexpected_exit()
             if code is not None:
-                log(f"mcp-proxy exited on its own with {_exit_status(code)}")
+                log(f"{self._who_exited()} exited on its own with {_exit_status(code)}")
                 try:
                     self.kill_tree()  # what it left behind (outside a container nothing else would)
                 except SidecarError as exc:
                     log(str(exc))
                 return 128 - code if code < 0 else code
-
-
-# ---------------------------------------------------------------- the control endpoint
-
-ROUTES = {"/stop": "POST", "/start": "POST", "/respawn": "POST", "/healthz": "GET"}
-QUERY = {"/start": {"timeout"}, "/respawn": {"timeout"}}
-
-
-class _BadRequest(Exception):
-    pass
-
-
-def _timeout(values: list[str]) -> float:
-    text = values[-1]
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_START_TIMEOUT_S):
-        raise _BadRequest(
-            f"query parameter timeout must be a number of seconds, > 0 and at most "
-            f"{MAX_START_TIMEOUT_S:g}, got {text!r}"
-        )
-    return seconds
-
-
-class ControlHandler(http.server.BaseHTTPRequestHandler):
-    sidecar: Sidecar  # set on the subclass made by serve_control
-
-    def _answer(self, status: int, body: dict[str, Any], allow: str = "") -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if allow:
-            self.send_header("Allow", allow)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _route(self) -> None:
-        url = urllib.parse.urlsplit(self.path)
-        method = ROUTES.get(url.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > 0:
-            self.rfile.read(min(length, 1 << 20))
-        if method is None:
-            endpoints = ", ".join(f"{m} {p}" for p, m in ROUTES.items())
-            self._answer(404, {"error": f"no endpoint {url.path}: the endpoints are {endpoints}"})
-            return
-        if self.command != method:
-            self._answer(405, {"error": f"{self.command} {url.path}: use {method}"}, allow=method)
-            return
-        try:
-            query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
-            known = QUERY.get(url.path, set())
-            for name in query:
-                if name not in known:
-                    raise _BadRequest(
-                        f"unknown query parameter {name!r} for {url.path} (known: {', '.join(sorted(known)) or 'none'})"
-                    )
-            timeout_s = _timeout(query["timeout"]) if "timeout" in query else DEFAULT_START_TIMEOUT_S
-        except _BadRequest as exc:
-            self._answer(400, {"error": str(exc)})
-            return
-        sidecar = self.sidecar
-        if url.path == "/healthz":
-            self._answer(200, sidecar.health())
-            return
-        if sidecar.terminating:
-            self._answer(503, {"error": "the sidecar is shutting down (SIGTERM)"})
-            return
-        try:
-            with sidecar.control:
-                if url.path == "/stop":
-                    status, body = 200, sidecar.stop()
-                elif url.path == "/start":
-                    status, body = sidecar.start(timeout_s)
-                else:
-                    status, body = sidecar.respawn(timeout_s)
-        except SidecarError as exc:
-            status, body = 500, {"error": str(exc)}
-        log(f"{self.command} {self.path}: {status} {json.dumps(body)[:300]}")
-        self._answer(status, body)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _route
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # _route logs what matters (control requests), not every health probe
-
-
-def serve_control(sidecar: Sidecar, port: int) -> http.server.ThreadingHTTPServer:
-    handler = type("BoundControlHandler", (ControlHandler,), {"sidecar": sidecar})
-    try:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    except OSError as exc:
-        raise SidecarError(
-            f"ATLAS_CONTROL_PORT {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
-        ) from exc
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="control", daemon=True).start()
-    return server
 
 
 def _become_subreaper() -> None:
@@ -714,6 +654,9 @@ def _become_subreaper() -> None:
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--relay"] and len(argv) == 2:
+        relay(argv[1])
+        return
     try:
         config = load_config(argv)
     except SidecarError as exc:

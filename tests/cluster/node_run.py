@@ -103,9 +103,13 @@ class PodRecorder:
     """Polls the namespace's pods and keeps the last seen state of each (pods of finished Jobs are
     deleted once the operator has counted them; the tests still want their container states)."""
 
-    def __init__(self, api: httpx.Client, namespace: str, interval: float = 0.5) -> None:
+    def __init__(
+        self, api: httpx.Client, namespace: str, interval: float = 0.5, log_of: str | None = None
+    ) -> None:
         self.api, self.namespace, self.interval = api, namespace, interval
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
+        # ``log_of``: a container whose log (kubelet-stamped) is kept once it has terminated.
+        self.log_of, self.logs = log_of, dict[str, str]()  # pod name -> log
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="pod-recorder", daemon=True)
         self._thread.start()
@@ -116,9 +120,20 @@ class PodRecorder:
                 items = self.api.get(f"/api/v1/namespaces/{self.namespace}/pods").json().get("items", [])
                 for pod in items:
                     self.pods[pod["metadata"]["uid"]] = pod
+                    if self.log_of is not None and pod["metadata"]["name"] not in self.logs:
+                        self._keep_log(pod)
             except (httpx.HTTPError, ValueError):
                 pass
             self._stop.wait(self.interval)
+
+    def _keep_log(self, pod: dict[str, Any]) -> None:
+        statuses = pod["status"].get("containerStatuses", [])
+        if any(c["name"] == self.log_of and "terminated" in c.get("state", {}) for c in statuses):
+            name = pod["metadata"]["name"]
+            url = f"/api/v1/namespaces/{self.namespace}/pods/{name}/log"
+            answer = self.api.get(url, params={"container": self.log_of, "timestamps": "true"})
+            if answer.status_code == 200:
+                self.logs[name] = answer.text
 
     def of_run(self, run: str) -> list[dict[str, Any]]:
         return [

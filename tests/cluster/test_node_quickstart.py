@@ -198,7 +198,7 @@ def test_readme_cluster_quickstart_runs_as_written(
             # Tracing (each command with its start time) is the only line added.
             (tmp_path / "quickstart.sh").write_text("PS4='+ $(date +%s.%N) '; set -x\n" + script)
             t1 = time.monotonic()
-            recorder = PodRecorder(cp.client(), "evals")
+            recorder = PodRecorder(cp.client(), "evals", log_of="runner")
             try:
                 done = subprocess.run(
                     ["bash", "-euo", "pipefail", str(tmp_path / "quickstart.sh")],
@@ -284,12 +284,24 @@ def run_timeline(cp: ControlPlane, recorder: PodRecorder) -> str:
     )
     events = json.loads(cp.kubectl("get", "events", "-n", "evals", "-o", "json").stdout)["items"]
     pulls = [e["message"] for e in events if e.get("reason") == "Pulled" and "pulled image" in e["message"]]
+    pods = recorder.of_run("starter")
     return (
         f"run created -> Succeeded: {done and epoch(done) - created}s\n"
-        + pod_timeline(recorder.of_run("starter"), created)
+        + pod_timeline(pods, created)
         + "\n"
         + "\n".join(pulls)
+        + "".join(resets_timeline(name, log, created) for name, log in recorder.logs.items())
     )
+
+
+def resets_timeline(pod: str, log: str, since: float) -> str:
+    """When the pod's runner made the servers fresh between two items, and what it took (its
+    ``fresh state:`` log lines, stamped by the kubelet): where a pod's items spend their time."""
+    rows = [
+        f"{epoch(stamp[:19] + 'Z') + float('0' + stamp[19:-1]) - since:7.2f}s {line}"
+        for stamp, line in (entry.split(" ", 1) for entry in log.splitlines() if " fresh state:" in entry)
+    ]
+    return f"\n{pod}: {len(rows)} resets\n" + "\n".join(rows)
 
 
 def record_run_wall(trace: str, end: float, pods: int) -> None:

@@ -16,6 +16,10 @@ item, so between two items the runner does the same through each sidecar's contr
    data is empty). The servers left running (stateless, or ``reuse-with-fresh-data``, proven by
    tests/test_isolation_reuse.py to keep no state outside their data) are idle meanwhile;
 3. ``POST /start`` to the stopped ones, which answers once the new server answers ``initialize``.
+   For a ``fresh: prestart`` server it asks for a spare too (``prestart=1``): the sidecar starts
+   the next process while the item runs, and the next ``/start`` only switches it in (the local
+   pool's ``prestart``, servers/pool.py). mcp-proxy itself is never restarted: the sidecar keeps
+   it and swaps the stdio server behind it (images/mcp-server/generations.py).
 
 The record the data is restored to is taken before the first item, once every sidecar is up: what
 a server writes into the data at start-up is part of the state each item starts from. Whatever
@@ -67,6 +71,7 @@ class Between:
     """What one reset between two items took (printed in the pod's log, kept for benchmarks)."""
 
     respawned: list[str] = field(default_factory=list)
+    from_spare: list[str] = field(default_factory=list)  # of those: switched to a prestarted process
     data_copied: int = 0
     stop_s: float = 0.0
     data_s: float = 0.0
@@ -75,7 +80,8 @@ class Between:
     def line(self) -> str:
         return (
             f"fresh state: respawned {', '.join(self.respawned) or 'none'} "
-            f"(stop {self.stop_s:.2f}s, start {self.start_s:.2f}s); data reset in {self.data_s:.2f}s, "
+            f"({len(self.from_spare)} from a spare; stop {self.stop_s:.2f}s, start {self.start_s:.2f}s); "
+            f"data reset in {self.data_s:.2f}s, "
             f"{self.data_copied} path(s) copied back"
         )
 
@@ -99,6 +105,7 @@ class PodState:
             for s in servers
             if needs_new_process(s)
         }
+        self.prestart = {s.name for s in servers if s.name in self.respawn and s.fresh == "prestart"}
         self._work = tempfile.TemporaryDirectory(prefix="atlas-fresh-")
         source = data_source
         if source is None:  # no data volume: the pristine data is an empty directory
@@ -134,23 +141,40 @@ class PodState:
                 raise FreshStateError(f"the data volume could not be reset: {exc}") from exc
             between.data_s = time.monotonic() - started
             started = time.monotonic()
-            await self._all(
-                client, respawn, f"start?timeout={self.start_timeout_s:g}", self.start_timeout_s + 10
+            between.from_spare = await self._all(
+                client,
+                respawn,
+                f"start?timeout={self.start_timeout_s:g}",
+                self.start_timeout_s + 10,
+                spare=self.prestart,
             )
             between.start_s = time.monotonic() - started
         self.resets.append(between)
         return between
 
     async def _all(
-        self, client: httpx.AsyncClient, servers: dict[str, int], action: str, timeout_s: float
-    ) -> None:
-        calls = [self._call(client, name, port, action, timeout_s) for name, port in servers.items()]
-        failures = [str(f) for f in await asyncio.gather(*calls, return_exceptions=True) if f is not None]
+        self,
+        client: httpx.AsyncClient,
+        servers: dict[str, int],
+        action: str,
+        timeout_s: float,
+        spare: Collection[str] = (),
+    ) -> list[str]:
+        """``action`` on every server's control endpoint at once; ``spare``: those asked to start
+        their next process ahead of need (``&prestart=1``)."""
+        calls = [
+            self._call(client, name, port, action + ("&prestart=1" if name in spare else ""), timeout_s)
+            for name, port in servers.items()
+        ]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        failures = [str(r) for r in results if isinstance(r, BaseException)]
         if failures:
             raise FreshStateError("; ".join(sorted(failures)))
+        return sorted(name for name, r in zip(servers, results, strict=True) if r is True)
 
     @staticmethod
-    async def _call(client: httpx.AsyncClient, name: str, port: int, action: str, timeout_s: float) -> None:
+    async def _call(client: httpx.AsyncClient, name: str, port: int, action: str, timeout_s: float) -> bool:
+        """True if the sidecar switched in a process it had started ahead (``prestarted``)."""
         url = f"http://{CONTROL_HOST}:{port}/{action}"
         verb = action.split("?")[0]
         try:
@@ -168,6 +192,10 @@ class PodState:
             raise FreshStateError(
                 f"sidecar {name!r}: {verb} failed (HTTP {response.status_code}): {detail[:500]}"
             )
+        try:
+            return json.loads(response.text).get("prestarted") is True
+        except (ValueError, AttributeError):
+            return False
 
     def close(self) -> None:
         self._work.cleanup()
