@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from atlasrun.judge.deterministic import DeterministicJudge
-from atlasrun.judge.facts import read
+from atlasrun.judge.reading import read
 from atlasrun.scoring.judge_eval import load_labels
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"

@@ -8,7 +8,8 @@ import re
 from collections.abc import Callable
 
 from atlasrun.judge.base import Abstention, Label
-from atlasrun.judge.facts import Facts, read, stem
+from atlasrun.judge.facts import Facts, stem
+from atlasrun.judge.reading import read
 
 Outcome = tuple[Label, str] | Abstention
 

@@ -7,7 +7,8 @@ import re
 
 from atlasrun.judge.evidence import Span, asks, sentences
 from atlasrun.judge.facts import Facts, stem
-from atlasrun.judge.lexicon import DIRECTIONS, HEDGES, REFUSALS, STOPWORDS
+from atlasrun.judge.lexicon_stance import DIRECTIONS, HEDGES, REFUSALS
+from atlasrun.judge.lexicon_words import STOPWORDS
 
 NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|zero|0|\w+n't)$")  # "0 failed": none
 HEDGE_PHRASES = re.compile(

@@ -2,7 +2,7 @@
 otherwise an abstention with its reason (``ClaimVerdict.abstained``).
 
 For offline runs and as a cross-check of LLM judges. The claim is read into key facts
-(``judge.facts``: quantities with units and currencies, dates, zoned times, identifiers, names,
+(``judge.reading``: quantities with units and currencies, dates, zoned times, identifiers, names,
 list items) and content words; each key fact is matched in the answer (``judge.matching``; values
 compared in ``judge.values``, other values placed in ``judge.rivals``; MCP-Atlas tolerances: numbers
 5%, percentages 1 point, years exact, units converted). The rules themselves are ``judge.rules``
@@ -56,11 +56,12 @@ from __future__ import annotations
 from atlasrun.judge import slots
 from atlasrun.judge.base import Abstention, ClaimVerdict, JudgeInfo, Label
 from atlasrun.judge.compound import Outcome, claim_parts, every_part, label_of
-from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts, read
+from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts
 from atlasrun.judge.gate import doubt
 from atlasrun.judge.located import located
 from atlasrun.judge.matching import tally_facts
 from atlasrun.judge.placed import placed
+from atlasrun.judge.reading import read
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
 
 VERSION = "deterministic/6"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from atlasrun.judge.facts import stem
-from atlasrun.judge.lexicon import ENGLISH_MARKERS, FOREIGN_MARKERS, SMALL_NUMBERS, STOPWORDS, TENS
+from atlasrun.judge.lexicon_quantities import SMALL_NUMBERS, TENS
+from atlasrun.judge.lexicon_words import ENGLISH_MARKERS, FOREIGN_MARKERS, STOPWORDS
 
 Span = tuple[int, int]
 

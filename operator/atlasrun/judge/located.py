@@ -23,7 +23,8 @@ import re
 from atlasrun.judge.base import Abstention, Label
 from atlasrun.judge.evidence import Span, clauses, in_context, sentence_at, sentences
 from atlasrun.judge.facts import Facts, stem
-from atlasrun.judge.lexicon import OPPOSITE_STATES, STOPWORDS
+from atlasrun.judge.lexicon_stance import OPPOSITE_STATES
+from atlasrun.judge.lexicon_words import STOPWORDS
 from atlasrun.judge.measured import counts_another, disagrees, rough
 from atlasrun.judge.rivals import Tally
 from atlasrun.judge.slots import contested

@@ -9,7 +9,8 @@ import re
 
 from atlasrun.judge.evidence import sentence_at, sentences, stems_of
 from atlasrun.judge.facts import Facts, Quantity, stem
-from atlasrun.judge.lexicon import STOPWORDS, UNITS
+from atlasrun.judge.lexicon_quantities import UNITS
+from atlasrun.judge.lexicon_words import STOPWORDS
 from atlasrun.judge.values import same
 
 _PERIODS = {

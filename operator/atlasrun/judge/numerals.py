@@ -1,6 +1,6 @@
 """Which way a text writes its numbers, for the one figure shape that reads both ways.
 
-``12.500`` is twelve and a half in English and twelve thousand five hundred in German; ``facts``
+``12.500`` is twelve and a half in English and twelve thousand five hundred in German; ``reading``
 reads it the English way unless the text shows otherwise. The judge compares the claim with both
 readings: where they disagree about a match, the text's own other figures decide (a decimal comma,
 dot-grouped thousands: European; comma thousands or a decimal point with other than three digits:
@@ -26,7 +26,7 @@ _ENGLISH = re.compile(r"\d,\d{3}(?:\.\d|(?![\d,]))|(?<![\d.,])\d+\.(?:\d{1,2}|\d
 
 
 def text_locale(raw: str) -> Locale | None:
-    """How ``raw`` (the answer as written, before ``facts`` rewrote it) writes numbers, if it shows."""
+    """How ``raw`` (the answer as written, before ``reading`` rewrote it) writes numbers, if it shows."""
     european, english = bool(_EUROPEAN.search(raw)), bool(_ENGLISH.search(raw))
     if european != english:
         return "european" if european else "english"

@@ -18,7 +18,8 @@ import re
 
 from atlasrun.judge.base import Abstention, Label
 from atlasrun.judge.evidence import CORRECTION, sentence_at, sentences, table_cell
-from atlasrun.judge.facts import Date, Facts, read
+from atlasrun.judge.facts import Date, Facts
+from atlasrun.judge.reading import read
 from atlasrun.judge.rivals import Tally
 from atlasrun.judge.support import slot_before
 from atlasrun.judge.values import comparable, same

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from atlasrun.judge.evidence import sentence_at, sentences
 from atlasrun.judge.facts import Facts, stem
-from atlasrun.judge.lexicon import CONVERSES, IRREGULAR_VERBS, STOPWORDS
+from atlasrun.judge.lexicon_words import CONVERSES, IRREGULAR_VERBS, STOPWORDS
 
 _LIST_ONLY = re.compile(r"[\s,;/&]*(?:(?:and|or|as well as|plus)[\s,;/&]*)?")
 # Passive voice between two terms: the first is the patient, the second (after "by", or an adjunct

@@ -27,11 +27,12 @@ from atlasrun.judge.cues import (
     word_stems,
 )
 from atlasrun.judge.evidence import Span, asks, foreign, sentences
-from atlasrun.judge.facts import Facts, read
+from atlasrun.judge.facts import Facts
 from atlasrun.judge.gate import unreadable
-from atlasrun.judge.lexicon import DIRECTIONS
+from atlasrun.judge.lexicon_stance import DIRECTIONS
 from atlasrun.judge.located import absent_figures, negated_claim, of_another
 from atlasrun.judge.matching import tally_facts
+from atlasrun.judge.reading import read
 from atlasrun.judge.rivals import Tally
 from atlasrun.judge.roles import agent_check, role_conflict
 from atlasrun.judge.support import Evidence, unpaired_facts

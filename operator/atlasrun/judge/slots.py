@@ -25,7 +25,8 @@ from atlasrun.judge.evidence import (
     table_cell,
 )
 from atlasrun.judge.facts import Facts, stem
-from atlasrun.judge.lexicon import ABBREVIATIONS, MONTHS, STOPWORDS, WEEKDAYS
+from atlasrun.judge.lexicon_calendar import MONTHS, WEEKDAYS
+from atlasrun.judge.lexicon_words import ABBREVIATIONS, STOPWORDS
 from atlasrun.judge.values import date_same, same, time_same
 
 MARGIN = 2

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from atlasrun.judge.evidence import sentence_at, sentences
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Date, Facts, Quantity, Time
-from atlasrun.judge.lexicon import UNITS
+from atlasrun.judge.lexicon_quantities import UNITS
 from atlasrun.judge.numerals import ambiguous, as_thousands
 from atlasrun.judge.zones import zoned_after
 
