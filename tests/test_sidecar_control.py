@@ -393,7 +393,7 @@ def test_a_start_that_fails_is_a_503_and_the_sidecar_stays(tmp_path: Path) -> No
         again = running.post("start")
         assert again.status_code == 200 and again.json()["generation"] == 3, again.text
 
-        # SIGTERM: the child goes (TERM, then KILL), the sidecar exits 0.
+        # SIGTERM: mcp-proxy and the server go at once (SIGKILL), the sidecar exits 0.
         proxy, server = _proxy_and_server(running)
         tree = [proxy, *_children(proxy), server, *_children(server)]
         running.proc.send_signal(signal.SIGTERM)

@@ -18,10 +18,10 @@ The entry's ``path_aliases`` (``{"python": "python3"}``: commands the server run
 name) become links in ``$TMPDIR/.atlas-path``, put first on the server's PATH.
 
 mcp-proxy runs as a supervised child in a session of its own. When it (or, in relay mode, the
-server) exits on its own, the sidecar exits with its code (128 + N for signal N) and the kubelet restarts the container;
-SIGTERM/SIGINT stop it (TERM, KILL after 3 s) and the sidecar exits 0. As PID 1 the sidecar
-reaps orphans; elsewhere it makes itself their subreaper, so daemons a server started stay its
-descendants.
+server) exits on its own, the sidecar exits with its code (128 + N for signal N) and the kubelet
+restarts the container; SIGTERM/SIGINT stop it (SIGKILL to every process of the server: nothing of
+its state outlives the container) and the sidecar exits 0. As PID 1 the sidecar reaps orphans;
+elsewhere it makes itself their subreaper, so daemons a server started stay its descendants.
 
 With ``ATLAS_CONTROL_PORT`` set, a control endpoint on ``127.0.0.1`` (other containers of the
 pod only) gives fresh server state between a pod's work items (atlasrun/cluster/pod/fresh.py).
@@ -84,7 +84,6 @@ SPEC = os.environ.get("ATLAS_SIDECAR_SPEC", "/opt/server/server.json")
 PROXY = os.environ.get("ATLAS_MCP_PROXY", "/opt/mcp-proxy/bin/mcp-proxy")
 _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
 ALIAS_DIR = ".atlas-path"  # kept when the scratch directory is emptied
-TERM_GRACE_S = 3.0  # SIGTERM to the sidecar: the child gets this long before SIGKILL
 KILL_WAIT_S = 10.0  # /stop: how long SIGKILLed processes may take to disappear
 PR_SET_CHILD_SUBREAPER = 36  # prctl option (linux/prctl.h)
 # No HTTP(S)_PROXY from the environment: the readiness probe goes to loopback only.
@@ -594,26 +593,11 @@ class Sidecar:
         return "mcp-proxy"
 
     def shutdown(self) -> None:
-        """SIGTERM to the child's group (as PID 1: to everyone), SIGKILL what is left after the grace."""
+        """SIGKILL the whole tree at once: a server's state ends with its container (the data it
+        wrote is the pod's, results are the runner's), so nothing is worth a grace period, and the
+        kubelet stops a pod's sidecars one after another once its runner is done."""
         with self.state:
             self.down_on_purpose = True
-        targets = self._tree() if self.pid1 else set()
-        for pid in targets:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for child in self._children():
-            if child.poll() is None:
-                try:
-                    os.killpg(child.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.wait(timeout=TERM_GRACE_S)
-            except subprocess.TimeoutExpired:
-                log(f"mcp-proxy ignored SIGTERM for {TERM_GRACE_S:g} s: SIGKILL")
         try:
             self.kill_tree()
         except SidecarError as exc:

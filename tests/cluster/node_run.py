@@ -147,7 +147,8 @@ class PodRecorder:
 
 def pod_timeline(pods: list[dict[str, Any]], since: float) -> str:
     """One line per pod (by creation): seconds after ``since`` (epoch) at which it was created,
-    started, its last container started and its runner finished (the API's one-second stamps)."""
+    started, its last container started, its runner finished and its last container (a sidecar,
+    stopped after the runner) finished (the API's one-second stamps)."""
 
     def at(stamp: str | None) -> str:
         return f"{epoch(stamp) - since:6.0f}" if stamp else "     -"
@@ -161,13 +162,15 @@ def pod_timeline(pods: list[dict[str, Any]], since: float) -> str:
             for s in statuses
         ]
         runner = next((s for s in statuses if s["name"] == "runner"), {})
+        finished = [s.get("state", {}).get("terminated", {}).get("finishedAt") for s in statuses]
         rows.append(
             f"{pod['metadata']['name'][-28:]:<28} {at(pod['metadata']['creationTimestamp'])} "
             f"{at(pod['status'].get('startTime'))} {at(max((s for s in started if s), default=None))} "
-            f"{at(runner.get('state', {}).get('terminated', {}).get('finishedAt'))}  "
-            f"{len(statuses)} containers"
+            f"{at(runner.get('state', {}).get('terminated', {}).get('finishedAt'))} "
+            f"{at(max((f for f in finished if f), default=None))}  {len(statuses)} containers"
         )
-    return f"{'pod':<28} {'created':>6} {'start':>6} {'last c.':>6} {'runner done':>6}\n" + "\n".join(rows)
+    header = f"{'pod':<28} {'created':>6} {'start':>6} {'last c.':>6} {'runner done':>6} {'all done':>6}"
+    return header + "\n" + "\n".join(rows)
 
 
 def epoch(stamp: str) -> float:
