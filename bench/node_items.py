@@ -65,12 +65,17 @@ def api_requests(env: NodeRunEnv) -> float:
     )
 
 
+def runner_done(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The runner container's terminated state, None while it runs (or never ran)."""
+    runner = next((c for c in pod["status"].get("containerStatuses", []) if c["name"] == "runner"), None)
+    done = (runner or {}).get("state", {}).get("terminated")
+    return dict(done) if done else None
+
+
 def pods_seconds(pods: list[dict[str, Any]]) -> float:
     total = 0.0
     for pod in pods:
-        runner = next((c for c in pod["status"].get("containerStatuses", []) if c["name"] == "runner"), None)
-        done = (runner or {}).get("state", {}).get("terminated")
-        start = pod["status"].get("startTime")
+        done, start = runner_done(pod), pod["status"].get("startTime")
         if done and start:
             total += epoch(done["finishedAt"]) - epoch(start)
     return total
@@ -91,7 +96,9 @@ def cluster_row(env: NodeRunEnv, per_pod: int, repeats: int) -> dict[str, Any]:
         cpu = (int(KUBEPODS_CPU.read_text()) - cpu0) / 1e9
         api = api_requests(env) - api0
     assert run["status"]["phase"] == "Succeeded", run["status"]
-    pods = [p for p in env.recorder.of_run(name) if p["status"].get("phase") == "Succeeded"]
+    # Pods whose runner ended: the last state seen of a pod deleted once counted may still be
+    # Running (its sidecars stopping), so the phase would miss some.
+    pods = [p for p in env.recorder.of_run(name) if runner_done(p)]
     spent = [m.get("usage", {}) for m in run["status"]["models"].values()]
     reported = sum(u.get("cpuSeconds", 0) for u in spent)
     return {
