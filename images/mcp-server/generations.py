@@ -72,7 +72,8 @@ class Generation:
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
         self.pending: queue.Queue[bytes] = queue.Queue()  # its lines before it is switched in
-        threading.Thread(target=drain, args=(self.proc.stderr, tail), daemon=True).start()
+        self.drainer = threading.Thread(target=drain, args=(self.proc.stderr, tail), daemon=True)
+        self.drainer.start()
 
     @property
     def pid(self) -> int:
@@ -117,6 +118,12 @@ class Generation:
                     "error": {"code": -32601, "message": "not now"},
                 }
                 self.send(json.dumps(refusal).encode() + b"\n")
+
+    def stderr_tail(self) -> str:
+        """Its last stderr lines; once it has exited, all of them (the drain may lag the exit)."""
+        if self.proc.poll() is not None:
+            self.drainer.join(timeout=1)
+        return str(self.tail.text())
 
     def ended(self) -> str:
         """Its exit status once it is gone (its stdout closes a moment before it is reaped)."""

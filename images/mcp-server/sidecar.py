@@ -496,7 +496,7 @@ class Sidecar:
             self.server.handshake(self.board.initialize, deadline)
         except GenerationError as exc:
             raise SidecarError(
-                f"generation {self.server.number}: {exc}; its stderr ends with:\n{self.server.tail.text()}"
+                f"generation {self.server.number}: {exc}; its stderr ends with:\n{self.server.stderr_tail()}"
             ) from exc
         self.board.switch(self.server)
         self.serving = self.server.number
