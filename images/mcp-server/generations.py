@@ -31,6 +31,8 @@ import threading
 import time
 from typing import IO, Any
 
+from procs import StderrTail, drain, stat
+
 HANDSHAKE_ID = "atlas-sidecar-initialize"  # the id of the sidecar's own initialize requests
 MAX_LINE = 64 << 20  # one JSON-RPC message; a longer line is the server's error
 
@@ -39,23 +41,12 @@ class GenerationError(Exception):
     """A generation could not be started or did not answer its handshake."""
 
 
-def _ppid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-        return int(data[data.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class Generation:
     """One process of the stdio server: its pipes, and lines it wrote while not switched in."""
 
-    def __init__(
-        self, command: list[str], cwd: str, env: dict[str, str], number: int, tail: Any, drain: Any
-    ) -> None:
+    def __init__(self, command: list[str], cwd: str, env: dict[str, str], number: int) -> None:
         self.number = number
-        self.tail = tail
+        self.tail = StderrTail()
         try:
             self.proc = subprocess.Popen(
                 command,
@@ -72,7 +63,7 @@ class Generation:
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
         self.pending: queue.Queue[bytes] = queue.Queue()  # its lines before it is switched in
-        self.drainer = threading.Thread(target=drain, args=(self.proc.stderr, tail), daemon=True)
+        self.drainer = threading.Thread(target=drain, args=(self.proc.stderr, self.tail), daemon=True)
         self.drainer.start()
 
     @property
@@ -123,7 +114,7 @@ class Generation:
         """Its last stderr lines; once it has exited, all of them (the drain may lag the exit)."""
         if self.proc.poll() is not None:
             self.drainer.join(timeout=1)
-        return str(self.tail.text())
+        return self.tail.text()
 
     def ended(self) -> str:
         """Its exit status once it is gone (its stdout closes a moment before it is reaped)."""
@@ -166,7 +157,8 @@ class Switchboard:
                 return
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             peer = int.from_bytes(creds[:4], sys.byteorder)
-            if self.conn is not None or self.proxy_pid is None or _ppid(peer) != self.proxy_pid:
+            parent = (stat(peer) or ("", None, None))[1]
+            if self.conn is not None or self.proxy_pid is None or parent != self.proxy_pid:
                 self.log(f"relay socket: refused a connection from pid {peer} (not mcp-proxy's relay)")
                 conn.close()
                 continue

@@ -285,7 +285,7 @@ class Sidecar:
         with self.state:
             self.generation += 1
             try:
-                made = Generation(command, cwd, env, self.generation, StderrTail(), drain)
+                made = Generation(command, cwd, env, self.generation)
             except GenerationError as exc:
                 raise SidecarError(str(exc)) from exc
             self.started = [g for g in self.started if g.proc.returncode is None] + [made]
