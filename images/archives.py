@@ -82,19 +82,14 @@ def rootfs_recipe_key() -> str:
 
 def content_key(target: str, python_base: str, node_base: str) -> str:
     """Content key of one image: what build.sh reads for it, plus its bases. A sidecar's key covers
-    only its own catalog entry, the mcp-proxy pin and the project version (its tag), so most
+    only its own catalog entry and the project version (its tag), so most
     source or dependency changes rebuild only the runner and operator."""
     h = hashlib.sha256(target.encode())
     files = [IMAGES / "build.sh", IMAGES / "context.py"]
     if target.startswith("mcp-"):
         files += [IMAGES / "mcp-server" / n for n in ("Dockerfile", *context.SIDECAR_SCRIPTS)]
         catalog, entry = context.sidecar_entry(target)
-        # The starter catalog's entries in file order (the keys of images built before mcp-atlas).
-        entries = [
-            e
-            for e in context.load_catalog()
-            if (catalog == "starter" and e == entry) or (e.get("package") or {}).get("name") == "mcp-proxy"
-        ]
+        entries = [entry] if catalog == "starter" else []
         if catalog != "starter":
             entries.insert(0, {"catalog": catalog, **entry})
         h.update(json.dumps(entries, sort_keys=True, default=str).encode())

@@ -53,10 +53,8 @@ PYTHON_VERSION = "3.11"
 ABI = "cp311"
 GLIBC_MINOR = 36
 ARCH = os.environ.get("ATLAS_IMAGE_ARCH", "x86_64")
-# Fallback if the catalog has no mcp-proxy entry (it pins one for calculator-http).
-MCP_PROXY = {"version": "0.13.0", "extra": ["mcp<2"]}
 # The sidecar image's own scripts (images/mcp-server/): copied into its build context, in its key.
-SIDECAR_SCRIPTS = ("sidecar.py", "control.py", "generations.py", "procs.py", "make_links.py")
+SIDECAR_SCRIPTS = ("sidecar.py", "bridge.py", "control.py", "generations.py", "procs.py", "make_links.py")
 
 
 class ContextError(RuntimeError):
@@ -160,16 +158,6 @@ def load_catalog(name: str = "starter") -> list[dict[str, Any]]:
     return entries
 
 
-def mcp_proxy_pin() -> dict[str, Any]:
-    """mcp-proxy's version and extras, as pinned by the starter catalog (calculator-http)."""
-    for entry in load_catalog():
-        pkg = entry.get("package") or {}
-        if pkg.get("manager") == "pip" and pkg.get("name") == "mcp-proxy":
-            extra = [e for e in pkg.get("extra", []) if e.replace(" ", "").startswith("mcp<")]
-            return {"version": pkg["version"], "extra": extra or MCP_PROXY["extra"]}
-    return MCP_PROXY
-
-
 def sidecar_servers(catalog: str = "starter") -> list[dict[str, Any]]:
     """Catalog entries that get a sidecar image: stdio servers with a package a registry serves or
     that is built from its pinned source (a pin no registry serves has no image)."""
@@ -220,7 +208,6 @@ def server_build_args(target: str) -> dict[str, str]:
     extra = list(pkg.get("extra", []))
     if pkg.get("exclude_newer"):
         extra += ["-c", f"/build/wheels/{CONSTRAINTS}"]
-    proxy = mcp_proxy_pin()
     return {
         "SERVER_NAME": name,
         "SERVER_MANAGER": pkg["manager"],
@@ -236,8 +223,6 @@ def server_build_args(target: str) -> dict[str, str]:
         "SERVER_NPM_SPEC": f"/build/npm-cache/{PACKED}" if pkg.get("source") else "",
         "SERVER_LINKS": json.dumps(pkg.get("links", {})),
         "SERVER_PATH_ALIASES": json.dumps(entry.get("path_aliases", {})),
-        "MCP_PROXY_VERSION": proxy["version"],
-        "MCP_PROXY_EXTRA": " ".join(proxy["extra"]),
     }
 
 
@@ -352,8 +337,6 @@ def prepare(target: str, ctx: Path) -> dict[str, str]:
     else:
         args = server_build_args(target)
         _, entry = sidecar_entry(target)
-        proxy = [f"mcp-proxy=={args['MCP_PROXY_VERSION']}", *args["MCP_PROXY_EXTRA"].split()]
-        download_wheels(wheels, proxy)
         if args["SERVER_MANAGER"] == "pip":
             wanted = [
                 f"{args['SERVER_PACKAGE']}=={args['SERVER_VERSION']}",

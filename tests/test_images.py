@@ -266,11 +266,8 @@ def test_targets_cover_every_stdio_server_of_the_catalog() -> None:
     assert json.loads(fs_args["SERVER_ARGS"]) == ["{data_dir}"]
     assert context.server_build_args("git")["SERVER_APT_PACKAGES"] == "git"
     calc = context.server_build_args("calculator")
-    assert (calc["SERVER_BIN"], calc["SERVER_EXTRA"], calc["MCP_PROXY_EXTRA"]) == (
-        "mcp-server-calculator",
-        "mcp<2",
-        "mcp<2",
-    )
+    assert (calc["SERVER_BIN"], calc["SERVER_EXTRA"]) == ("mcp-server-calculator", "mcp<2")
+    assert not [k for k in calc if "PROXY" in k]  # the sidecar is its own bridge
 
 
 def test_images_lock_entries_are_pinned_known_targets() -> None:
@@ -375,7 +372,12 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
 
 # The MCP handshake's first request, as a client sends it to a sidecar's /mcp: the sidecar's own
 # readiness probe (one copy; sidecar.py is a standalone file in its image).
-INITIALIZE = _load("mcp-server/sidecar").INITIALIZE
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": _load("mcp-server/generations").HANDSHAKE,
+}
 
 
 def _rpc(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
@@ -405,9 +407,8 @@ def _server(name: str) -> Path:
 def test_sidecar_serves_the_server_over_streamable_http(
     tmp_path: Path, server: str, tool: str, arguments: dict[str, Any], expect: str
 ) -> None:
-    """images/mcp-server/sidecar.py with the real mcp-proxy (0.0.0.0:$ATLAS_SERVER_PORT, /mcp), the
-    catalog's args (``--local-timezone UTC`` must reach the server, not mcp-proxy) and cwd."""
-    proxy = _server("calculator-http") / "bin" / "mcp-proxy"
+    """images/mcp-server/sidecar.py serving a real server (0.0.0.0:$ATLAS_SERVER_PORT, /mcp) with the
+    catalog's args (``--local-timezone UTC`` must reach the server) and cwd: JSON answers, no session."""
     build = context.server_build_args(server)
     spec = {
         "command": str(_server(server) / "bin" / build["SERVER_BIN"]),
@@ -421,7 +422,6 @@ def test_sidecar_serves_the_server_over_streamable_http(
     env = {
         **os.environ,
         "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"),
-        "ATLAS_MCP_PROXY": str(proxy),
         "ATLAS_SERVER_PORT": str(port),
         "ATLAS_DATA_DIR": str(data),
         "HOME": str(tmp_path),
@@ -452,7 +452,9 @@ def test_sidecar_serves_the_server_over_streamable_http(
                     assert time.monotonic() < deadline, "the sidecar did not listen within 30 s"
                     time.sleep(0.2)
             response.raise_for_status()
-            session = {**headers, "mcp-session-id": response.headers["mcp-session-id"]}
+            assert response.headers["content-type"] == "application/json"
+            assert "mcp-session-id" not in response.headers  # stateless: no event stream to open
+            session = headers
             _rpc(client, url, session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
             listed = _rpc(client, url, session, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
             assert tool in [t["name"] for t in listed["result"]["tools"]]
@@ -483,7 +485,6 @@ def test_sidecar_rejects_a_bad_port_and_a_missing_data_dir(tmp_path: Path) -> No
     base = {
         **os.environ,
         "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"),
-        "ATLAS_MCP_PROXY": "/bin/false",
     }
     sidecar = [sys.executable, str(IMAGES / "mcp-server" / "sidecar.py")]
     bad_port = subprocess.run(

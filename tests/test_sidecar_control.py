@@ -1,5 +1,5 @@
 """The sidecar's control endpoint (images/mcp-server/sidecar.py): fresh server state per work item
-inside a long-lived pod, with the real mcp-proxy and real catalog servers.
+inside a long-lived pod, with real catalog servers behind its MCP endpoint.
 
 The runner's side of the protocol is atlasrun/cluster/pod/fresh.py; here the sidecar alone: /stop
 kills the server's whole process tree (daemons a snippet detached included) and empties its scratch,
@@ -142,7 +142,6 @@ def sidecar(
     full_env = {
         **os.environ,
         "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"),
-        "ATLAS_MCP_PROXY": str(_server("calculator-http") / "bin" / "mcp-proxy"),
         "ATLAS_SERVER_PORT": str(port),
         "ATLAS_CONTROL_PORT": str(control),
         "ATLAS_DATA_DIR": str(data),
@@ -170,39 +169,35 @@ def sidecar(
                 proc.wait()
 
 
-def _initialize(client: httpx.Client, url: str) -> dict[str, str]:
-    response = client.post(
-        url,
-        headers=HEADERS,
-        json=INITIALIZE,
-    )
-    response.raise_for_status()
-    session = {**HEADERS, "mcp-session-id": response.headers["mcp-session-id"]}
-    _rpc(client, url, session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    return session
+def _initialize(client: httpx.Client, url: str) -> dict[str, Any]:
+    """MCP's handshake with the sidecar; its ``initialize`` result."""
+    reply = _rpc(client, url, HEADERS, INITIALIZE)
+    _rpc(client, url, HEADERS, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return dict(reply["result"])
 
 
-def _call(sidecar: Sidecar, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """One tool call in a session of its own; the result."""
+def _call(
+    sidecar: Sidecar, tool: str, arguments: dict[str, Any], client: httpx.Client | None = None
+) -> dict[str, Any]:
+    """One tool call (on ``client``'s connection if given, else after a handshake of its own)."""
     url = f"http://127.0.0.1:{sidecar.port}/mcp"
-    with httpx.Client(timeout=30) as client:
-        session = _initialize(client, url)
+    with contextlib.ExitStack() as stack:
+        if client is None:
+            client = stack.enter_context(httpx.Client(timeout=30))
+            _initialize(client, url)
         body = {"name": tool, "arguments": arguments}
         reply = _rpc(
-            client, url, session, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": body}
+            client, url, HEADERS, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": body}
         )
-        client.delete(url, headers=session)
     assert not reply["result"].get("isError"), reply
     return dict(reply["result"])
 
 
-def _proxy_and_server(running: Sidecar) -> tuple[int, int]:
-    """The sidecar's two children: mcp-proxy (its relay's parent) and the server generation."""
-    children = _children(running.pid())
-    proxy = [pid for pid in children if b"mcp-proxy" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-    servers = [pid for pid in children if pid not in proxy and _state(pid) not in ("Z", "gone")]
-    assert len(proxy) == 1 and len(servers) == 1, (children, proxy)
-    return proxy[0], servers[0]
+def _server_pid(running: Sidecar) -> int:
+    """The sidecar's one live child: the server generation (no spare asked for)."""
+    servers = [pid for pid in _children(running.pid()) if _state(pid) not in ("Z", "gone")]
+    assert len(servers) == 1, servers
+    return servers[0]
 
 
 def _health(running: Sidecar) -> dict[str, Any]:
@@ -221,26 +216,30 @@ def test_respawn_gives_the_memory_server_fresh_state(tmp_path: Path) -> None:
         running.wait_ready()
         assert _health(running) == {"running": True, "generation": 1}
         first_cpu = running.get("healthz").json()["cpu_s"]
-        assert first_cpu > 0.05  # mcp-proxy and node started: live descendants of the sidecar
+        assert first_cpu > 0.05  # node started: a live descendant of the sidecar
+        url = f"http://127.0.0.1:{running.port}/mcp"
+        client = httpx.Client(timeout=30)  # one connection for both generations: the endpoint stays
+        first_init = _initialize(client, url)
         entity = {"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}
-        _call(running, "create_entities", {"entities": [entity]})
-        assert "Ada" in json.dumps(_call(running, "read_graph", {}))
+        _call(running, "create_entities", {"entities": [entity]}, client)
+        assert "Ada" in json.dumps(_call(running, "read_graph", {}, client))
         assert (scratch / "memory.jsonl").exists()
         (scratch / "left-by-the-task").mkdir()
-        proxy, first_server = _proxy_and_server(running)
+        first_server = _server_pid(running)
 
         respawn = running.post("respawn")
         assert respawn.status_code == 200, respawn.text
         answer = respawn.json()
         assert answer["ready"] is True and answer["stopped"] is True and answer["generation"] == 2
         assert answer["killed"] >= 1 and answer["prestarted"] is False  # node (in a session of its own)
-        # mcp-proxy stays (its start-up is paid once); the server is a new process.
-        assert _proxy_and_server(running)[0] == proxy and _proxy_and_server(running)[1] != first_server
+        assert _server_pid(running) != first_server  # a new process
         assert answer["stop_seconds"] > 0 and 0 < answer["start_seconds"] < 30
         print(f"respawn: stop {answer['stop_seconds']:.3f}s, start {answer['start_seconds']:.3f}s")
         assert sorted(p.name for p in scratch.iterdir()) == [".atlas-path"]
         assert (scratch / ".atlas-path" / "python").is_symlink()
-        graph = _call(running, "read_graph", {})
+        graph = _call(running, "read_graph", {}, client)  # the same connection, the new generation
+        client.close()
+        assert _initialize(httpx.Client(timeout=30), url) == first_init  # its own handshake's answer
         assert "Ada" not in json.dumps(graph) and '"entities": []' in json.dumps(graph["structuredContent"])
         assert _health(running) == {"running": True, "generation": 2}
         # The killed generation's CPU stays counted (reaped by the sidecar), the new one's is added.
@@ -332,7 +331,7 @@ def test_stop_kills_what_a_snippet_left_running(tmp_path: Path, mode: str) -> No
         stop = running.post("stop")
         assert stop.status_code == 200, stop.text
         assert not _with_marker(marker), "the detached daemon outlived /stop"
-        assert stop.json()["killed"] >= 2  # node, the daemon (mcp-proxy stays)
+        assert stop.json()["killed"] >= 2  # node, the daemon
         print(f"{mode}: stop {stop.json()['seconds']:.3f}s, killed {stop.json()['killed']}")
         assert not [p for p in scratch.iterdir() if p.name != ".atlas-path"]  # the snippet's tmp.js
         start = running.post("start?prestart=1")
@@ -393,29 +392,25 @@ def test_a_start_that_fails_is_a_503_and_the_sidecar_stays(tmp_path: Path) -> No
         again = running.post("start")
         assert again.status_code == 200 and again.json()["generation"] == 3, again.text
 
-        # SIGTERM: mcp-proxy and the server go at once (SIGKILL), the sidecar exits 0.
-        proxy, server = _proxy_and_server(running)
-        tree = [proxy, *_children(proxy), server, *_children(server)]
+        # SIGTERM: the server goes at once (SIGKILL), the sidecar exits 0.
+        server = _server_pid(running)
+        tree = [server, *_children(server)]
         running.proc.send_signal(signal.SIGTERM)
         assert running.proc.wait(timeout=10) == 0
         assert {_state(p) for p in tree} == {"gone"}
 
 
 @pytest.mark.servers
-@pytest.mark.parametrize("child", ["mcp-proxy", "server"])
-def test_the_sidecar_exits_when_its_child_dies_unasked(tmp_path: Path, child: str) -> None:
-    """mcp-proxy or the server generation behind it: either one's death ends the sidecar (with
-    its code), the kubelet restarts the container."""
+def test_the_sidecar_exits_when_its_server_dies_unasked(tmp_path: Path) -> None:
+    """The server's death ends the sidecar (with its code), the kubelet restarts the container."""
     with sidecar(tmp_path, _failing_spec(tmp_path)) as running:
         running.wait_ready()
-        proxy, server = _proxy_and_server(running)
-        os.kill(proxy if child == "mcp-proxy" else server, signal.SIGKILL)
+        os.kill(_server_pid(running), signal.SIGKILL)
         started = time.monotonic()
         code = running.proc.wait(timeout=5)
-        print(f"sidecar exited {time.monotonic() - started:.2f}s after its {child} was killed")
+        print(f"sidecar exited {time.monotonic() - started:.2f}s after its server was killed")
         assert code == 128 + signal.SIGKILL
-        who = "mcp-proxy" if child == "mcp-proxy" else "the server (generation 1)"
-        assert f"{who} exited on its own with signal 9" in running.log.read_text()
+        assert "the server (generation 1) exited on its own with signal 9" in running.log.read_text()
 
 
 @pytest.mark.parametrize(
@@ -434,7 +429,6 @@ def test_a_bad_control_port_fails_at_start(tmp_path: Path, value: str, complaint
     env = {
         **os.environ,
         "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"),
-        "ATLAS_MCP_PROXY": "/bin/false",
         "ATLAS_SERVER_PORT": "8000",
         "ATLAS_CONTROL_PORT": value,
     }
@@ -456,7 +450,6 @@ def test_a_control_port_in_use_fails_at_start(tmp_path: Path) -> None:
         env = {
             **os.environ,
             "ATLAS_SIDECAR_SPEC": str(tmp_path / "server.json"),
-            "ATLAS_MCP_PROXY": "/bin/false",
             "ATLAS_CONTROL_PORT": str(port),
         }
         done = subprocess.run(

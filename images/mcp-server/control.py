@@ -70,19 +70,27 @@ def _flag(name: str, values: list[str]) -> bool:
     return values[-1] == "1"
 
 
-class ControlHandler(http.server.BaseHTTPRequestHandler):
+class JsonHandler(http.server.BaseHTTPRequestHandler):
+    """Answers with a JSON body (the control endpoint's, and the MCP bridge's in bridge.py)."""
+
+    def answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD" and data:
+            self.wfile.write(data)
+
+
+class ControlHandler(JsonHandler):
     sidecar: Controlled  # set on the subclass made by serve_control
 
     def _answer(self, status: int, body: dict[str, Any], allow: str = "") -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if allow:
-            self.send_header("Allow", allow)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        self.answer(status, body, {"Allow": allow} if allow else None)
 
     def _route(self) -> None:
         url = urllib.parse.urlsplit(self.path)

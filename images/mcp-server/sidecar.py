@@ -1,8 +1,9 @@
 """Entrypoint of an AtlasRun MCP server sidecar image (see images/mcp-server/Dockerfile).
 
-Serves the image's stdio MCP server over streamable HTTP at ``/mcp`` (and SSE at ``/sse``)
-through mcp-proxy, listening on ``0.0.0.0:$ATLAS_SERVER_PORT`` (default 8000): the pod's
-tcpSocket probes reach it on the pod IP, the runner at ``127.0.0.1:<port>``.
+Serves the image's stdio MCP server over streamable HTTP at ``/mcp`` on
+``0.0.0.0:$ATLAS_SERVER_PORT`` (default 8000; bridge.py): the pod's tcpSocket probes reach it on
+the pod IP once the server answered MCP's handshake, the runner at ``127.0.0.1:<port>``. The
+sidecar runs the server itself (generations.py) and passes its answers through unchanged.
 
 The server's command, default arguments and working directory were fixed at build time in
 ``/opt/server/server.json`` from the catalog entry; arguments given to the container
@@ -17,21 +18,20 @@ at each start, so one image works for any ``dataMount``:
 The entry's ``path_aliases`` (``{"python": "python3"}``: commands the server runs under another
 name) become links in ``$TMPDIR/.atlas-path``, put first on the server's PATH.
 
-mcp-proxy runs as a supervised child in a session of its own. When it (or, in relay mode, the
-server) exits on its own, the sidecar exits with its code (128 + N for signal N) and the kubelet
-restarts the container; SIGTERM/SIGINT stop it (SIGKILL to every process of the server: nothing of
-its state outlives the container) and the sidecar exits 0. As PID 1 the sidecar reaps orphans;
-elsewhere it makes itself their subreaper, so daemons a server started stay its descendants.
+The server runs as a supervised child in a session of its own. When it exits on its own, the
+sidecar exits with its code (128 + N for signal N) and the kubelet restarts the container;
+SIGTERM/SIGINT stop it (SIGKILL to every process of the server: nothing of its state outlives the
+container) and the sidecar exits 0. As PID 1 the sidecar reaps orphans; elsewhere it makes itself
+their subreaper, so daemons a server started stay its descendants.
 
 With ``ATLAS_CONTROL_PORT`` set, a control endpoint on ``127.0.0.1`` (other containers of the
-pod only) gives fresh server state between a pod's work items (atlasrun/cluster/pod/fresh.py).
-mcp-proxy then runs for the container's life and the sidecar itself runs the stdio server behind
-it, one *generation* after another (relay mode, generations.py):
+pod only) gives fresh server state between a pod's work items (atlasrun/cluster/pod/fresh.py):
+the MCP endpoint stays for the container's life and the server behind it is replaced, one
+*generation* after another:
 
 - ``POST /stop``: SIGKILL the server's whole process tree (as PID 1: every process of the
-  container but mcp-proxy, its relay and a spare), wait until it is gone, empty ``$TMPDIR`` except
-  ``.atlas-path``. 200 ``{"stopped": true, "killed": n, "seconds": s}``; stopping a stopped
-  server is a 200 too.
+  container but a spare), wait until it is gone, empty ``$TMPDIR`` except ``.atlas-path``. 200
+  ``{"stopped": true, "killed": n, "seconds": s}``; stopping a stopped server is a 200 too.
 - ``POST /start[?timeout=60][&prestart=1]``: a new generation, switched in once it answered the
   MCP handshake; with ``prestart=1`` the next one is started and handshaken right after, while the
   item runs, and the next ``/start`` switches it in (``"prestarted": true``). 200 ``{"ready":
@@ -46,20 +46,19 @@ it, one *generation* after another (relay mode, generations.py):
   sidecar and its process tree). The runner adds them to its own for the pod's figure.
 
 Other paths are 404, other methods 405, bad query parameters 400, each ``{"error": ...}``.
-Control requests run one at a time. While stopped on purpose, the child's absence is no exit.
+Control requests run one at a time. While stopped on purpose, the server's absence is no exit,
+and an MCP request is answered with a JSON-RPC error.
 
-``ATLAS_SIDECAR_SPEC`` and ``ATLAS_MCP_PROXY`` move the spec and mcp-proxy (for tests outside
-the image). The whole container environment is passed to the server (``--pass-environment``): the pod
-spec carries the catalog entry's ``env`` and the server's secrets. Nothing is written
-outside ``/tmp`` and the data directory, so the root filesystem can be read-only.
-Standard library only: the image's Python is mcp-proxy's, without atlasrun.
+``ATLAS_SIDECAR_SPEC`` moves the spec (for tests outside the image). The whole container
+environment is passed to the server: the pod spec carries the catalog entry's ``env`` and the
+server's secrets. Nothing is written outside ``/tmp`` and the data directory, so the root
+filesystem can be read-only. Standard library only: the image's Python has no atlasrun.
 """
 
 from __future__ import annotations
 
 import collections
 import ctypes
-import http.client
 import http.server
 import json
 import os
@@ -72,32 +71,19 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
 from typing import Any
 
+from bridge import serve_mcp
 from control import MAX_START_TIMEOUT_S, SidecarError, fail, log, serve_control
-from generations import Generation, GenerationError, Switchboard, relay
-from procs import StderrTail, alive, cgroup_cpu, cpu_of, drain, processes
+from generations import Generation, GenerationError, Switchboard
+from procs import alive, cgroup_cpu, cpu_of, processes
 
 SPEC = os.environ.get("ATLAS_SIDECAR_SPEC", "/opt/server/server.json")
-PROXY = os.environ.get("ATLAS_MCP_PROXY", "/opt/mcp-proxy/bin/mcp-proxy")
 _PLACEHOLDER = re.compile(r"\{(install_dir|data_dir|scratch_dir|port)\}")
 ALIAS_DIR = ".atlas-path"  # kept when the scratch directory is emptied
 KILL_WAIT_S = 10.0  # /stop: how long SIGKILLed processes may take to disappear
+FIRST_START_TIMEOUT_S = 300.0  # the container's first server: an npm server on a busy node is slow
 PR_SET_CHILD_SUBREAPER = 36  # prctl option (linux/prctl.h)
-# No HTTP(S)_PROXY from the environment: the readiness probe goes to loopback only.
-_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "atlas-mcp-sidecar", "version": "0"},
-    },
-}
 
 
 def _alias_dir(aliases: dict[str, str], scratch: str) -> str:
@@ -137,18 +123,6 @@ class Config:
     ) -> None:
         self.spec, self.argv, self.scratch, self.data_dir = spec, argv, scratch, data_dir
         self.server_port, self.control_port = server_port, control_port
-
-    def proxy_command(self, relay: str | None = None) -> tuple[list[str], dict[str, str]]:
-        """mcp-proxy's command line and environment, placeholders filled now (checked again at
-        every start: the runner may have replaced the data directory meanwhile). ``relay``: its
-        stdio server is this file's relay to the switchboard of that name (generations.py)."""
-        server, cwd, env = self.server_command()
-        if relay is not None:
-            server = [sys.executable, os.path.abspath(__file__), "--relay", relay]
-        host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
-        log_level = os.environ.get("ATLAS_PROXY_LOG_LEVEL", "WARNING")
-        proxy = [PROXY, "--host", host, "--port", str(self.server_port), "--log-level", log_level]
-        return [*proxy, "--pass-environment", "--cwd", cwd, "--", *server], env
 
     def server_command(self) -> tuple[list[str], str, dict[str, str]]:
         """The stdio server's command line, working directory and environment."""
@@ -196,7 +170,7 @@ def load_config(argv: list[str]) -> Config:
         scratch=os.environ.get("TMPDIR") or "/tmp",
         data_dir=os.environ.get("ATLAS_DATA_DIR") or "/data",
     )
-    config.proxy_command()  # a missing working directory or alias target fails now, not later
+    config.server_command()  # a missing working directory or alias target fails now, not later
     return config
 
 
@@ -207,104 +181,69 @@ def _exit_status(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"exit code {code}"
 
 
-def _mcp_answers(url: str, timeout_s: float) -> None:
-    """One ``initialize`` POST; returns once it has a result (its session closed), raises otherwise."""
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    request = urllib.request.Request(url, data=json.dumps(INITIALIZE).encode(), headers=headers)
-    with _LOOPBACK.open(request, timeout=timeout_s) as response:
-        body = response.read().decode("utf-8", "replace")
-        session = response.headers.get("mcp-session-id")
-    lines = [ln[5:] for ln in body.splitlines() if ln.startswith("data:")] or [body]
-    reply = json.loads(lines[0])
-    if "result" not in reply:
-        raise ValueError(f"initialize answered {body[:300]!r}")
-    if session:  # mcp-proxy shares one server among sessions: leave none behind
-        close = urllib.request.Request(url, method="DELETE", headers={"mcp-session-id": session})
-        try:
-            _LOOPBACK.open(close, timeout=5).close()
-        except (OSError, http.client.HTTPException):
-            pass
-
-
 class Sidecar:
-    """mcp-proxy and, in relay mode (a control port), the server's generations behind it."""
+    """The server's generations (generations.py) behind the MCP endpoint (bridge.py)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.pid1 = os.getpid() == 1
         self.control = threading.Lock()  # one control request at a time
-        self.state = threading.Lock()  # the child, its generation, and reaping
-        self.proc: subprocess.Popen[bytes] | None = None  # mcp-proxy
-        self.drainer: threading.Thread | None = None
-        self.tail = StderrTail()
-        self.generation = 0  # processes started: of mcp-proxy, in relay mode of the server
-        self.serving = 0  # relay mode: the generation switched in last
+        self.state = threading.Lock()  # the generations, and reaping
+        self.generation = 0  # server processes started
+        self.serving = 0  # the generation switched in last
         self.down_on_purpose = False  # stopped (or being stopped or started) by a control request
         self.terminating = False
-        self.board: Switchboard | None = None
-        self.server: Generation | None = None  # relay mode: the current generation
-        self.spare: Generation | None = None  # relay mode: started ahead of need
+        self.board = Switchboard(log)
+        self.endpoint: http.server.ThreadingHTTPServer | None = None
+        self.server: Generation | None = None  # the current generation
+        self.spare: Generation | None = None  # started ahead of need (/start?prestart=1)
         self.spare_done = threading.Event()  # its start and handshake are over (well or not)
         self.spare_error = ""
         self.started: list[Generation] = []  # every generation not yet reaped (by its Popen)
-        if config.control_port is not None:
-            self.board = Switchboard(f"atlas-sidecar-{config.control_port}-{os.getpid()}", log)
 
-    # -- the child
+    # -- the server
 
     def spawn(self) -> None:
-        """Start mcp-proxy; in relay mode its first server generation first (switched in before
-        mcp-proxy sends its ``initialize``)."""
-        relay = None
-        if self.board is not None:
-            self.server = self._generation()
-            self.board.switch(self.server)
-            self.serving, relay = self.server.number, self.board.name
-        command, env = self.config.proxy_command(relay)
-        tail = StderrTail()
-        with self.state:  # the reaper must never see the new child's pid as an orphan's
-            try:
-                proc = subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
-                )
-            except OSError as exc:
-                raise SidecarError(f"cannot start mcp-proxy ({PROXY}): {exc}") from exc
-            self.proc, self.tail = proc, tail
-            if self.board is None:
-                self.generation += 1
-            else:
-                self.board.proxy_pid = proc.pid
-        assert proc.stderr is not None
-        self.drainer = threading.Thread(target=drain, args=(proc.stderr, tail), daemon=True)
-        self.drainer.start()
+        """The first generation, handshaken and switched in; then the MCP endpoint opens (so a
+        probe of its port passes once the server answers)."""
+        deadline = time.monotonic() + FIRST_START_TIMEOUT_S
+        self.server = self._handshaken(self._generation(), deadline)
+        self.board.switch(self.server)
+        self.serving = self.server.number
+        host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
+        self.endpoint = serve_mcp(self.board, host, self.config.server_port)
 
     def _generation(self) -> Generation:
-        """A new process of the server (relay mode), its stdout pumped by the switchboard."""
-        assert self.board is not None
+        """A new process of the server, its stdout pumped by the switchboard."""
         command, cwd, env = self.config.server_command()
-        with self.state:
+        with self.state:  # the reaper must never see the new child's pid as an orphan's
             self.generation += 1
             try:
                 made = Generation(command, cwd, env, self.generation)
             except GenerationError as exc:
                 raise SidecarError(str(exc)) from exc
             self.started = [g for g in self.started if g.proc.returncode is None] + [made]
-        threading.Thread(target=self.board.to_proxy, args=(made,), daemon=True).start()
+        self.board.attach(made)
         return made
 
-    def running(self) -> bool:
-        if self.proc is None or self.proc.poll() is not None or self.down_on_purpose:
-            return False
-        return self.server is None or self.server.proc.poll() is None
+    @staticmethod
+    def _handshaken(generation: Generation, deadline: float) -> Generation:
+        try:
+            generation.handshake(deadline)
+        except GenerationError as exc:
+            raise SidecarError(
+                f"generation {generation.number}: {exc}; its stderr ends with:\n{generation.stderr_tail()}"
+            ) from exc
+        return generation
 
-    def stderr_tail(self) -> str:
-        if self.drainer is not None:
-            self.drainer.join(timeout=1)  # the last lines of an exited child
-        return self.tail.text()
+    def running(self) -> bool:
+        if self.server is None or self.down_on_purpose:
+            return False
+        return self.server.proc.poll() is None
 
     def reap_orphans(self) -> None:
         """Collect exited processes that are not a child we wait for (orphans reparented to us),
-        leaving mcp-proxy's and the generations' exit statuses to their Popen."""
+        leaving the generations' exit statuses to their Popen."""
         with self.state:
             ours = {p.pid for p in self._children() if p.returncode is None}
             while True:
@@ -320,22 +259,18 @@ class Sidecar:
                     pass
 
     def _children(self) -> list[subprocess.Popen[bytes]]:
-        found = [self.proc] if self.proc is not None else []
-        return found + [g.proc for g in self.started]
+        return [g.proc for g in self.started]
 
     def unexpected_exit(self) -> int | None:
         with self.state:
-            if self.proc is None or self.down_on_purpose:
+            if self.server is None or self.down_on_purpose:
                 return None
-            code = self.proc.poll()
-            if code is None and self.server is not None:
-                code = self.server.proc.poll()  # relay mode: the server itself ended
-        return code
+            return self.server.proc.poll()
 
     def _tree(self, keep: set[int] | None = None) -> set[int]:
         """The live processes of the server: as PID 1 every other one; else the child's process
         group and the sidecar's descendants (orphans come back to it: it is their subreaper).
-        ``keep``: processes left out with their descendants (relay mode: mcp-proxy, the spare)."""
+        ``keep``: processes left out with their descendants (the spare)."""
         table = processes()
         children: dict[int, list[int]] = collections.defaultdict(list)
         for pid, (_, ppid, _) in table.items():
@@ -354,16 +289,15 @@ class Sidecar:
             found = {pid for pid in table if pid != 1}
         else:
             found = descendants({os.getpid()}) - {os.getpid()}
-            leader = self.server or self.proc  # its group: pgid = its pid (a session of its own)
-            if leader is not None:
-                found |= {pid for pid, (_, _, pgrp) in table.items() if pgrp == leader.pid}
+            if self.server is not None:  # its group: pgid = its pid (a session of its own)
+                found |= {pid for pid, (_, _, pgrp) in table.items() if pgrp == self.server.pid}
         if keep:
             found -= descendants(keep & set(table))
         return {pid for pid in found if alive(pid, table[pid][0])}
 
     def _keep(self) -> set[int]:
-        """Relay mode: what a /stop spares (mcp-proxy, its relay, the spare generation)."""
-        return {p.pid for p in (self.proc, self.spare) if p is not None}
+        """What a /stop spares: the spare generation."""
+        return {self.spare.pid} if self.spare is not None else set()
 
     def kill_tree(self, keep: set[int] | None = None) -> int:
         """SIGKILL the server's processes until none is left; how many were killed."""
@@ -424,61 +358,45 @@ class Sidecar:
         started = time.monotonic()
         with self.state:
             self.down_on_purpose = True
-        if self.board is not None:
-            self.board.switch(None)
-            killed = self.kill_tree(self._keep())
-            self.server = None
-        else:
-            killed = self.kill_tree()
+        self.board.switch(None)
+        killed = self.kill_tree(self._keep())
+        self.server = None
         self.wipe_scratch()
         return {"stopped": True, "killed": killed, "seconds": round(time.monotonic() - started, 3)}
 
     def start(self, timeout_s: float, prestart: bool = False) -> tuple[int, dict[str, Any]]:
         if self.running():
             return 409, {
-                "error": f"the server is already running (generation {self._number()}): "
+                "error": f"the server is already running (generation {self.serving}): "
                 "POST /stop first, or POST /respawn"
             }
         started = time.monotonic()
         with self.state:
             self.down_on_purpose = True  # until it answers: a crash now is this request's failure
         try:
-            if self.board is None:
-                self.spawn()
-                self._wait_ready(started + timeout_s, timeout_s)
-                spare = False
-            else:
-                spare = self._switch_in(started + timeout_s, timeout_s)
+            spare = self._switch_in(started + timeout_s)
         except SidecarError as exc:
             log(f"start of generation {self.generation} failed: {exc}")
             try:
-                self.kill_tree(self._keep() if self.board is not None else None)
+                self.kill_tree(self._keep())
             except SidecarError as kill_error:
                 exc = SidecarError(f"{exc}; {kill_error}")
             self.server = None
             return 503, {"error": str(exc), "generation": self.generation}
         with self.state:
             self.down_on_purpose = False
-        if prestart and self.board is not None:
+        if prestart:
             self._prestart()
         return 200, {
             "ready": True,
             "seconds": round(time.monotonic() - started, 3),
-            "generation": self._number(),
+            "generation": self.serving,
             "prestarted": spare,
         }
 
-    def _switch_in(self, deadline: float, timeout_s: float) -> bool:
-        """Relay mode: the spare if it came up, else a new generation, handshaken and switched in.
-        True if it was the spare."""
-        assert self.board is not None and self.proc is not None
-        if self.proc.poll() is not None:
-            raise SidecarError(
-                f"mcp-proxy exited with {_exit_status(self.proc.returncode)}:\n{self.stderr_tail()}"
-            )
-        if not self.board.initialized.wait(timeout=max(deadline - time.monotonic(), 0)):
-            raise SidecarError(f"mcp-proxy sent no initialize to its server within {timeout_s:g} s")
-        assert self.board.initialize is not None
+    def _switch_in(self, deadline: float) -> bool:
+        """The spare if it came up, else a new generation, handshaken and switched in. True if it
+        was the spare."""
         spare, self.spare = self.spare, None
         if spare is not None:
             self.spare_done.wait(timeout=max(deadline - time.monotonic(), 0))
@@ -491,13 +409,7 @@ class Sidecar:
             )
             self.server = spare  # killed below as the current one, then replaced
             self.kill_tree(self._keep())
-        self.server = self._generation()
-        try:
-            self.server.handshake(self.board.initialize, deadline)
-        except GenerationError as exc:
-            raise SidecarError(
-                f"generation {self.server.number}: {exc}; its stderr ends with:\n{self.server.stderr_tail()}"
-            ) from exc
+        self.server = self._handshaken(self._generation(), deadline)
         self.board.switch(self.server)
         self.serving = self.server.number
         return False
@@ -507,53 +419,20 @@ class Sidecar:
         self.spare_done.clear()
         self.spare_error = ""
         try:
-            self.spare = self._generation()
+            spare = self.spare = self._generation()
         except SidecarError as exc:
             self.spare_error = str(exc)
             self.spare_done.set()
             return
-        spare, board = self.spare, self.board
-        assert board is not None and board.initialize is not None
 
         def handshake() -> None:
             try:
-                spare.handshake(board.initialize or {}, time.monotonic() + MAX_START_TIMEOUT_S)
+                spare.handshake(time.monotonic() + MAX_START_TIMEOUT_S)
             except GenerationError as exc:
                 self.spare_error = str(exc)
             self.spare_done.set()
 
         threading.Thread(target=handshake, name="spare", daemon=True).start()
-
-    def _number(self) -> int:
-        """The generation that serves (or served last): a spare does not count until it does."""
-        return self.generation if self.board is None else self.serving
-
-    def _wait_ready(self, deadline: float, timeout_s: float) -> None:
-        host = os.environ.get("ATLAS_SERVER_HOST", "0.0.0.0")
-        if host in ("", "0.0.0.0", "::"):  # every address: ask on loopback
-            host = "127.0.0.1"
-        url = f"http://{host}:{self.config.server_port}/mcp"
-        last = "no answer yet"
-        assert self.proc is not None
-        while True:
-            code = self.proc.poll()
-            if code is not None:
-                raise SidecarError(
-                    f"mcp-proxy exited with {_exit_status(code)} before the server answered initialize "
-                    f"at {url}; its stderr ends with:\n{self.stderr_tail()}"
-                )
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SidecarError(
-                    f"the server did not answer initialize at {url} within {timeout_s:g} s ({last}); "
-                    f"mcp-proxy's stderr ends with:\n{self.stderr_tail()}"
-                )
-            try:
-                _mcp_answers(url, min(remaining, 10.0))
-                return
-            except (OSError, ValueError, http.client.HTTPException) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            time.sleep(0.05)
 
     def respawn(self, timeout_s: float, prestart: bool = False) -> tuple[int, dict[str, Any]]:
         stopped = self.stop()
@@ -572,7 +451,7 @@ class Sidecar:
     def health(self) -> dict[str, Any]:
         return {
             "running": self.running(),
-            "generation": self._number(),
+            "generation": self.serving,
             "cpu_s": round(self.cpu_seconds(), 3),
         }
 
@@ -587,11 +466,6 @@ class Sidecar:
 
     # -- the container's life
 
-    def _who_exited(self) -> str:
-        if self.server is not None and self.proc is not None and self.proc.poll() is None:
-            return f"the server (generation {self.server.number})"
-        return "mcp-proxy"
-
     def shutdown(self) -> None:
         """SIGKILL the whole tree at once: a server's state ends with its container (the data it
         wrote is the pod's, results are the runner's), so nothing is worth a grace period, and the
@@ -602,8 +476,8 @@ class Sidecar:
             self.kill_tree()
         except SidecarError as exc:
             log(str(exc))
-        if self.board is not None:
-            self.board.close()
+        if self.endpoint is not None:
+            self.endpoint.server_close()
 
     def supervise(self, wakeup: int) -> int:
         """Wait for signals (woken by ``wakeup``, or every second to reap); the sidecar's exit code."""
@@ -620,7 +494,8 @@ class Sidecar:
             self.reap_orphans()
             code = self.unexpected_exit()
             if code is not None:
-                log(f"{self._who_exited()} exited on its own with {_exit_status(code)}")
+                number = self.server.number if self.server is not None else 0
+                log(f"the server (generation {number}) exited on its own with {_exit_status(code)}")
                 try:
                     self.kill_tree()  # what it left behind (outside a container nothing else would)
                 except SidecarError as exc:
@@ -638,9 +513,6 @@ def _become_subreaper() -> None:
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["--relay"] and len(argv) == 2:
-        relay(argv[1])
-        return
     try:
         config = load_config(argv)
     except SidecarError as exc:

@@ -69,7 +69,6 @@ class NodeStandIn:
         # poll slow); deletions of bound, running pods are then not confirmed (instant pods never run).
         self.params = {"fieldSelector": "status.phase=Pending"} if pending_only else {}
         self.catalog = load_catalog()
-        self._proxy = install_dir(self.catalog.get("calculator-http")) / "bin" / "mcp-proxy"
         self._pool = ThreadPoolExecutor(max_pods, thread_name_prefix="standin-pod")
         self._seen: set[str] = set()
         self._stop = threading.Event()
@@ -228,7 +227,6 @@ class NodeStandIn:
                 "TMPDIR": str(tmp),
                 **local.env,
                 "ATLAS_SIDECAR_SPEC": str(spec),
-                "ATLAS_MCP_PROXY": str(self._proxy),
                 "ATLAS_SERVER_HOST": "127.0.0.1",
                 "ATLAS_SERVER_PORT": str(port),
                 "ATLAS_CONTROL_PORT": str(control),

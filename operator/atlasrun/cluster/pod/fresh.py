@@ -18,8 +18,8 @@ item, so between two items the runner does the same through each sidecar's contr
 3. ``POST /start`` to the stopped ones, which answers once the new server answers ``initialize``.
    For a ``fresh: prestart`` server it asks for a spare too (``prestart=1``): the sidecar starts
    the next process while the item runs, and the next ``/start`` only switches it in (the local
-   pool's ``prestart``, servers/pool.py). mcp-proxy itself is never restarted: the sidecar keeps
-   it and swaps the stdio server behind it (images/mcp-server/generations.py).
+   pool's ``prestart``, servers/pool.py). The sidecar's MCP endpoint is never restarted: it swaps
+   the stdio server behind it (images/mcp-server/generations.py).
 
 The record the data is restored to is taken before the first item, once every sidecar is up: what
 a server writes into the data at start-up is part of the state each item starts from. Whatever
