@@ -21,6 +21,7 @@ from __future__ import annotations
 import http.server
 import json
 import socket
+import sys
 import threading
 import urllib.parse
 from typing import Any
@@ -100,6 +101,10 @@ class McpHandler(JsonHandler):
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client gone mid-answer: its loss
+            super().handle_error(request, client_address)
 
 
 class _Server6(_Server):
