@@ -49,6 +49,11 @@ claim's subject holds another value ("Osaka expects a high of 26 °C ... the hig
 subject's lifts a rival-value abstention. A negated claim is read against the sentences that name
 its subject ("did not finish" met by "failed"). In another Latin-script language, a claim figure
 stated nowhere is a decisive fail; anything else there is abstained on.
+
+Last, the calibration layer (``judge.calibration``, since ``deterministic/7``): a pass stands only
+where its evidence (``judge.evidence_features``) scores at least the threshold fitted offline for
+``fulfilled`` precision 0.95 across the development sets' graders; otherwise the judge abstains
+(kind ``calibration``). ``rules_verdict`` is the verdict before it.
 """
 
 from __future__ import annotations
