@@ -23,7 +23,6 @@ AbstentionKind = Literal[
     "restated",  # the answer only restates the question or the claim
     "language",  # an answer (or claim) in a language it has no rules for
     "no_key_facts",  # a claim without key facts, and the wording alone is not decisive
-    "calibration",  # a verdict whose evidence lies where its measured precision does not hold
 ]
 
 

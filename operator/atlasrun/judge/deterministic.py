@@ -49,20 +49,13 @@ claim's subject holds another value ("Osaka expects a high of 26 °C ... the hig
 subject's lifts a rival-value abstention. A negated claim is read against the sentences that name
 its subject ("did not finish" met by "failed"). In another Latin-script language, a claim figure
 stated nowhere is a decisive fail; anything else there is abstained on.
-
-Last, the calibration layer (``judge.calibration``, since ``deterministic/7``): a pass stands only
-where its evidence (``judge.evidence_features``) scores at least the threshold fitted offline for
-``fulfilled`` precision 0.95 across the development sets' graders; otherwise the judge abstains
-(kind ``calibration``). ``rules_verdict`` is the verdict before it.
 """
 
 from __future__ import annotations
 
 from atlasrun.judge import slots
 from atlasrun.judge.base import Abstention, ClaimVerdict, JudgeInfo, Label
-from atlasrun.judge.calibration import Calibration, load_calibration
 from atlasrun.judge.compound import Outcome, claim_parts, every_part, label_of
-from atlasrun.judge.evidence_features import evidence_features
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts
 from atlasrun.judge.gate import doubt
 from atlasrun.judge.located import located
@@ -71,7 +64,7 @@ from atlasrun.judge.placed import placed
 from atlasrun.judge.reading import read
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
 
-VERSION = "deterministic/7"
+VERSION = "deterministic/6"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 
@@ -95,42 +88,13 @@ def ungrounded(claim: str, text: str) -> list[str]:
 class DeterministicJudge:
     can_abstain = True
 
-    def __init__(self, name: str = "deterministic", calibration: Calibration | None = None) -> None:
-        """``calibration``: the layer that decides which verdicts stand (default: the shipped one, read
-        when first needed: ``rules_verdict`` works without it)."""
+    def __init__(self, name: str = "deterministic") -> None:
         self.info = JudgeInfo(name=name, kind="deterministic", version=VERSION)
-        self._calibration = calibration
-
-    @property
-    def calibration(self) -> Calibration:
-        if self._calibration is None:
-            self._calibration = load_calibration()
-            if self._calibration.judge_version != VERSION:
-                raise ValueError(
-                    f"calibration.json was fitted for {self._calibration.judge_version}: refit it"
-                )
-        return self._calibration
 
     async def judge(self, claim: str, response: str) -> ClaimVerdict:
         return self.judge_sync(claim, response)
 
     def judge_sync(self, claim: str, response: str) -> ClaimVerdict:
-        """The rules' verdict where the calibration layer keeps it; an abstention where it does not."""
-        found = self.rules_verdict(claim, response)
-        if found.label is None or found.label not in self.calibration.models:
-            return found
-        kept, score = self.calibration.keeps(found.label, evidence_features(claim, response, found.reason))
-        if kept:
-            return ClaimVerdict.labelled(claim, found.label, found.reason, round(score, 3))
-        needed = self.calibration.models[found.label].threshold
-        return ClaimVerdict.abstained(
-            claim,
-            "calibration",
-            f"{found.label} scored {score:.2f} < {needed:.2f} on its evidence: {found.reason}",
-        )
-
-    def rules_verdict(self, claim: str, response: str) -> ClaimVerdict:
-        """The verdict of the rules alone (``deterministic/6``), before the calibration layer."""
         outcome = self._gated(claim, response)
         if isinstance(outcome, tuple) and outcome[0] == "not_fulfilled" and outcome[1].startswith(PART_WRONG):
             right = [p for p in claim_parts(claim) if label_of(self._gated(p, response)) == "fulfilled"]

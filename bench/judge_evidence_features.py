@@ -1,5 +1,5 @@
-"""The judge's reading of one claim/answer pair as a fixed row of numbers, for the calibration layer
-(``judge.calibration``): which rule decided, how the claim's key facts fared, how much of the
+"""The judge's reading of one claim/answer pair as a fixed row of numbers, for
+``judge_separability.py``: which rule decided, how the claim's key facts fared, how much of the
 claim's wording the answer holds and where, hedges, negations, refusals, language and size.
 
 Every figure is one the rules already compute (``judge.matching``, ``judge.support``, ``judge.cues``);

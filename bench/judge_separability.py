@@ -1,33 +1,32 @@
-"""Fit the deterministic judge's calibration layer and print its leave-one-set-out figures.
+"""Can the deterministic judge's own evidence tell a right pass from a wrong one on an unseen grader?
 
-    .venv/bin/python bench/fit_judge_calibration.py            # the table, before and after
-    .venv/bin/python bench/fit_judge_calibration.py --write    # also write judge/calibration.json
+    .venv/bin/python bench/judge_separability.py
 
 Each development set was written by another grader, so holding one set out estimates the judge on
-an unseen grader's text. For every label the rules give, a logistic score of the evidence
-(``judge.evidence_features``) predicts whether the verdict agrees with the grader; each set weighs
-the same in every fit. A label's threshold is the lowest score whose out-of-fold precision
-(leave-one-set-out over the fitting sets) meets its target. The table is nested: for each held-out
-set, weights *and* thresholds come from the other sets only. The blind sets are never read.
-Plain Python (no numpy in the environment): Newton steps on an L2-penalised log-likelihood.
+an unseen grader's text. For every label the judge gives, a logistic score of the pair's evidence
+(``judge_evidence_features``: 46 numbers the rules already compute) predicts whether the verdict
+agrees with the grader; each set weighs the same in every fit. A label's threshold is the lowest
+score whose out-of-fold precision (leave-one-set-out over the fitting sets) meets its target. The
+table is nested: for each held-out set, weights *and* thresholds come from the other sets only, and
+it shows the judge's figures before and after abstaining below the threshold. Last, each label's
+out-of-fold AUC per set (0.5: the scores rank right and wrong verdicts no better than chance).
+The blind sets are never read. Plain Python (no numpy in the environment): Newton steps on an
+L2-penalised log-likelihood.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import operator
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from atlasrun.judge.base import Label
-from atlasrun.judge.calibration import CALIBRATION_FILE, Calibration, LabelModel
-from atlasrun.judge.deterministic import VERSION, DeterministicJudge
-from atlasrun.judge.evidence_features import FEATURES, evidence_features
+from atlasrun.judge.deterministic import DeterministicJudge
 from atlasrun.scoring.judge_eval import load_labels
+from judge_evidence_features import evidence_features
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 DEV_SETS = (
@@ -43,13 +42,28 @@ DEV_SETS = (
 )
 LABELS: tuple[Label, ...] = ("fulfilled", "partially_fulfilled", "not_fulfilled")
 TARGETS: dict[Label, float] = {"fulfilled": 0.95, "partially_fulfilled": 0.90, "not_fulfilled": 0.90}
-# The labels the shipped layer gates. Gating the other two as well is measured and printed, not
-# shipped: their scores rank right and wrong verdicts little better than chance on the graders the
-# rules were not tuned on, and the thresholds abstain on plain failures ("nothing relevant here").
-SHIPPED: tuple[Label, ...] = ("fulfilled",)
+# Gated first alone (a false pass is the worst error), then with the other two labels.
+GATINGS: tuple[tuple[Label, ...], ...] = (("fulfilled",), LABELS)
 L2 = 2.0  # on standardised features
 NEWTON_STEPS = 30
 NEVER = 1.01  # a threshold no score reaches: the label is always abstained on
+
+
+@dataclass(frozen=True)
+class LabelModel:
+    """A logistic score on standardised features: sigmoid(bias + sum(w * (x - mean) / scale))."""
+
+    means: list[float]
+    scales: list[float]
+    weights: list[float]
+    bias: float
+    threshold: float  # keep the verdict when the score is at least this
+
+    def score(self, row: Sequence[float]) -> float:
+        z = self.bias + sum(
+            w * (x - m) / s for w, x, m, s in zip(self.weights, row, self.means, self.scales, strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
 
 
 @dataclass(frozen=True)
@@ -61,12 +75,12 @@ class Row:
 
 
 def collect(sets: Sequence[str], limit: int | None = None) -> list[Row]:
-    """The rules' verdict (``deterministic/6`` as it was) and evidence of every pair of ``sets``."""
+    """The judge's verdict and evidence of every pair of ``sets`` (the first ``limit`` of each)."""
     judge = DeterministicJudge()
     rows = []
     for name in sets:
         for pair in load_labels(DATA / f"{name}.jsonl")[:limit]:
-            found = judge.rules_verdict(pair.claim, pair.answer)
+            found = judge.judge_sync(pair.claim, pair.answer)
             row = evidence_features(pair.claim, pair.answer, found.reason)
             rows.append(Row(name, pair.label, found.label, tuple(row)))
     return rows
@@ -128,7 +142,7 @@ def fit_logistic(xs: Sequence[Sequence[float]], ys: Sequence[float], ws: Sequenc
         beta = [b - s for b, s in zip(beta, step, strict=True)]
         if max(abs(s) for s in step) < 1e-9:
             break
-    return LabelModel(means=means, scales=scales, weights=beta[1:], bias=beta[0], threshold=NEVER)
+    return LabelModel(means, scales, beta[1:], beta[0], threshold=NEVER)
 
 
 def choose_threshold(scored: Sequence[tuple[float, bool, float]], target: float) -> float:
@@ -167,7 +181,7 @@ class Fitter:
         for held in sorted(sets):
             model = self.model(sets - {held}, label)
             scored += [
-                (model.score(list(r.features)), r.expected == label, self.weights[r.set])
+                (model.score(r.features), r.expected == label, self.weights[r.set])
                 for r in self.rows
                 if r.set == held and r.got == label
             ]
@@ -178,7 +192,7 @@ class Fitter:
         sets = frozenset(r.set for r in self.rows)
         return {
             held: [
-                (self.model(sets - {held}, label).score(list(r.features)), r.expected == label)
+                (self.model(sets - {held}, label).score(r.features), r.expected == label)
                 for r in self.rows
                 if r.set == held and r.got == label
             ]
@@ -187,8 +201,7 @@ class Fitter:
 
     def layer(self, sets: frozenset[str], labels: Sequence[Label]) -> dict[Label, LabelModel]:
         return {
-            label: self.model(sets, label).model_copy(update={"threshold": self.threshold(sets, label)})
-            for label in labels
+            label: replace(self.model(sets, label), threshold=self.threshold(sets, label)) for label in labels
         }
 
 
@@ -217,7 +230,7 @@ def kept(row: Row, layer: dict[Label, LabelModel]) -> bool:
     if row.got is None:
         return False
     model = layer.get(row.got)
-    return model is None or model.score(list(row.features)) >= model.threshold
+    return model is None or model.score(row.features) >= model.threshold
 
 
 def figures(rows: Sequence[Row], layer: dict[Label, LabelModel]) -> Figures:
@@ -285,36 +298,14 @@ def _means(figs: Sequence[Figures]) -> str:
     return f"{'':9} {abstention:6.1%} {sum(prec) / len(prec):.3f} {sum(acc) / len(acc):.3f}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--write", action="store_true", help=f"write {CALIBRATION_FILE.name} (fitted on every set)"
-    )
-    args = parser.parse_args(argv)
+def main() -> int:
     fitter = Fitter(collect(DEV_SETS))
-    for labels, what in ((SHIPPED, "shipped"), (LABELS, "not shipped")):
+    for labels in GATINGS:
         print(
-            f"leave-one-set-out, nested (weights and thresholds from the other sets only); gating {', '.join(labels)} ({what})"
+            f"leave-one-set-out, nested (weights and thresholds from the other sets only); gating {', '.join(labels)}"
         )
         print(report(cross_validate(fitter, labels)) + "\n")
     print(discrimination(fitter))
-    sets = frozenset(DEV_SETS)
-    layer = fitter.layer(sets, SHIPPED)
-    print(
-        "\nfitted on every set: thresholds " + ", ".join(f"{k} {m.threshold:.3f}" for k, m in layer.items())
-    )
-    if args.write:
-        calibration = Calibration(
-            judge_version=VERSION,
-            features=list(FEATURES),
-            fitted_on=list(DEV_SETS),
-            targets={label: TARGETS[label] for label in SHIPPED},
-            models=layer,
-        )
-        CALIBRATION_FILE.write_text(
-            json.dumps(calibration.model_dump(mode="json"), indent=1) + "\n", encoding="utf-8"
-        )
-        print(f"wrote {CALIBRATION_FILE}")
     return 0
 
 
