@@ -157,9 +157,9 @@ def _ranked(claim: Facts, answer: Facts, group: Group) -> tuple[Label, str] | No
     said = {w.lower() for w in re.findall(r"[A-Za-z]+", heading)}
     if not any(words & firsts and said & firsts for firsts in _FIRSTS):
         return None
+    keys = [_key(answer, r) for r in group.records]
     for name in claim.names:
         token = re.compile(r"\b" + r"\W+".join(map(re.escape, name)) + r"\b", re.I)
-        keys = [_key(answer, r) for r in group.records]
         ranks = [i for i, key in enumerate(keys) if token.search(key)]
         if ranks and 0 not in ranks:
             return "not_fulfilled", (
