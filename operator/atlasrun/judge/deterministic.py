@@ -47,13 +47,19 @@ Whose value is it (``judge.slots``): a claim value the answer says of something 
 claim's subject holds another value ("Osaka expects a high of 26 °C ... the high [in Tokyo] will be
 23 °C") is a decisive fail, whatever else is uncertain; another value that is clearly another
 subject's lifts a rival-value abstention. A negated claim is read against the sentences that name
-its subject ("did not finish" met by "failed"). In another Latin-script language, a claim figure
+its subject ("did not finish" met by "failed"). The answer's structure (``judge.attributed``, since
+``deterministic/7``): a claim figure said in a table row, table column or list item only of another
+subject than the claim's, while the claim's own record holds another value ("| 2024-03-14 | ... |
+172.62 |" for "closed at $172.62 on March 15"; "- Control sample: 7.4"), is a decisive fail, and an
+abstention when the claim's record holds none; so is a name given as the first of a ranked list
+that is a later item ("Top customers by lifetime spend: 1. ... 2. Jorge Castillo"). In another Latin-script language, a claim figure
 stated nowhere is a decisive fail; anything else there is abstained on.
 """
 
 from __future__ import annotations
 
 from atlasrun.judge import slots
+from atlasrun.judge.attributed import attributed
 from atlasrun.judge.base import Abstention, ClaimVerdict, JudgeInfo, Label
 from atlasrun.judge.compound import Outcome, claim_parts, every_part, label_of
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts
@@ -64,7 +70,7 @@ from atlasrun.judge.placed import placed
 from atlasrun.judge.reading import read
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
 
-VERSION = "deterministic/6"
+VERSION = "deterministic/7"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 
@@ -118,6 +124,11 @@ class DeterministicJudge:
             elsewhere = slots.outslotted(claim_facts, answer)
             if elsewhere:  # the claim's subject holds another value: decisive whatever else is unsure
                 return "not_fulfilled", f"{WRONG}: {elsewhere}"
+            structural = attributed(claim_facts, answer)
+            if isinstance(structural, tuple):
+                return structural[0], f"{WRONG}: {structural[1]}"
+            if structural is not None and not isinstance(outcome, Abstention):
+                return structural
             if (
                 isinstance(outcome, Abstention)
                 and outcome.kind == "contradiction"
