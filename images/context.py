@@ -17,7 +17,7 @@ operator/atlasrun/servers/catalog.yaml (the catalog pins each package's version)
     python images/context.py targets mcp-atlas        # the mcp-atlas catalog's sidecar targets
     python images/context.py prepare TARGET DIR       # a complete build context
     python images/context.py wheels DIR REQ...        # only the wheel download step
-    python images/context.py runner-requirements      # atlasrun[cluster] requirements
+    python images/context.py runner-requirements      # what the runner image installs of atlasrun[cluster]
     python images/context.py lock-set NAME REF [KEY=VALUE...]   # record a digest in images.lock
     python images/context.py helm-values              # chart values (operator, runner) from images.lock
     python images/context.py catalog-images           # `image:` per catalog server from images.lock
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -108,10 +109,32 @@ def download_wheels(dest: Path, requirements: list[str], *, find_links: tuple[Pa
     return sorted(dest.glob("*.whl"))
 
 
+# atlasrun[cluster]'s dependencies the runner image leaves out, and why: the in-pod runner never
+# imports them (tests/test_run_task.py runs `atlas run-task` with them unimportable). They are half
+# the image, and the runner image is the first a pod pulls (its seed-data init container).
+RUNNER_LEAVES_OUT = {
+    "pyarrow": "parquet task files are read by the CLI and the operator; a pod reads the pinned JSON",
+    "uv": "installs servers on a host; a pod's servers are images",
+    "kopf": "the operator",
+    "kubernetes": "the operator and `atlas pull`",
+    "prometheus-client": "the operator's metrics",
+}
+
+
+def requirement_name(requirement: str) -> str:
+    """The distribution a requirement names, normalized (PEP 503)."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if not match:
+        raise ContextError(f"not a requirement: {requirement!r}")
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
 def runner_requirements() -> list[str]:
-    """``atlasrun[cluster]``'s requirements, from pyproject.toml."""
+    """What the runner image installs besides atlasrun itself: ``atlasrun[cluster]``'s
+    requirements (pyproject.toml) without ``RUNNER_LEAVES_OUT``."""
     project = tomllib.loads(PYPROJECT.read_text())["project"]
-    return [*project["dependencies"], *project["optional-dependencies"]["cluster"]]
+    every = [*project["dependencies"], *project["optional-dependencies"]["cluster"]]
+    return [r for r in every if requirement_name(r) not in RUNNER_LEAVES_OUT]
 
 
 def atlasrun_version() -> str:
@@ -330,7 +353,13 @@ def prepare(target: str, ctx: Path) -> dict[str, str]:
     wheels.mkdir(parents=True)
     npm.mkdir()
     (npm / ".keep").touch()  # COPY needs the directory to exist even when empty
-    if target in ("runner", "operator"):
+    if target == "runner":
+        build_atlasrun_wheel(wheels)
+        requirements = runner_requirements()
+        download_wheels(wheels, requirements)
+        (wheels / "runner-requirements.txt").write_text("".join(f"{r}\n" for r in requirements))
+        args = {"ATLASRUN_VERSION": atlasrun_version(), "LEFT_OUT": " ".join(sorted(RUNNER_LEAVES_OUT))}
+    elif target == "operator":
         wheel = build_atlasrun_wheel(wheels)
         download_wheels(wheels, [f"{wheel}[cluster]"])
         args = {"ATLASRUN_VERSION": atlasrun_version()}

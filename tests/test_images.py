@@ -315,7 +315,9 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
     )
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-4000:]
-    wheels = sorted((ctx / "wheels").iterdir())
+    requirements = ctx / "wheels" / "runner-requirements.txt"
+    assert requirements.read_text().split() == context.runner_requirements()
+    wheels = sorted(p for p in (ctx / "wheels").iterdir() if p != requirements)
     assert wheels and all(w.suffix == ".whl" for w in wheels), [w.name for w in wheels if w.suffix != ".whl"]
     supported = _image_tags()
     for wheel in wheels:
@@ -346,7 +348,8 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
             *platform_args,
             "--report",
             str(report),
-            f"atlasrun[cluster]=={version}",
+            "-r",
+            str(requirements),
         ],
         capture_output=True,
         text=True,
@@ -360,11 +363,18 @@ def test_wheel_download_step_resolves_the_runner_for_cp311_linux_x86_64(tmp_path
         for item in json.loads(report.read_text())["install"]
     }
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    exact = [r for r in [*project["dependencies"], *project["optional-dependencies"]["cluster"]] if "==" in r]
+    every = [*project["dependencies"], *project["optional-dependencies"]["cluster"]]
+    exact = [r for r in every if "==" in r]
     pins = {str(canonicalize_name(r.split("==")[0])): r.split("==")[1] for r in exact}  # pyproject's pins
     for name, pinned in pins.items():
-        assert installed.get(name) == pinned, f"{name}: {installed.get(name)} resolved, {pinned} pinned"
-    assert {"pyarrow", "pydantic", "pyyaml", "jsonschema", "httpx"} <= set(installed)
+        if name not in context.RUNNER_LEAVES_OUT:
+            assert installed.get(name) == pinned, f"{name}: {installed.get(name)} resolved, {pinned} pinned"
+    assert {"litellm", "mcp", "boto3", "pydantic", "pyyaml", "jsonschema", "httpx"} <= set(installed)
+    # What the runner image leaves out is not pulled in by anything it keeps.
+    assert not set(context.RUNNER_LEAVES_OUT) & set(installed), set(context.RUNNER_LEAVES_OUT) & set(
+        installed
+    )
+    assert (ctx / "wheels" / f"atlasrun-{version}-py3-none-any.whl").exists()
     print(f"wheel download + offline resolution of {len(wheels)} wheels took {elapsed:.0f}s")
 
 

@@ -1,5 +1,6 @@
-"""``atlas run-task`` as a pod runs it: a real S3 server (moto), a real MCP sidecar over
-streamable HTTP (mcp-proxy + the calculator), litellm's real HTTP path to a scripted model."""
+"""``atlas run-task`` as a pod runs it: a real S3 server (moto), a real MCP server over
+streamable HTTP (the calculator behind mcp-proxy), litellm's real HTTP path to a scripted model,
+and none of the dependencies the runner image leaves out (images/context.py RUNNER_LEAVES_OUT)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from atlasrun.servers.install import install_dir
 from atlasrun.servers.instance import free_port
 from atlasrun.testing.scripted_provider import Reply, ScriptedProvider, tool_call
 from conftest import write_run, write_tasks
+from test_images import context
 
 pytestmark = pytest.mark.servers
 
@@ -143,6 +145,28 @@ def solver(body: dict[str, Any]) -> Reply:
     return Reply(content=f"The sum is {str(results[-1]['content']).strip()}.")
 
 
+# Imported first by every Python process started with it on PYTHONPATH: makes the modules the
+# runner image does not have unimportable, as they are in the image.
+LEFT_OUT_BLOCKER = """
+import sys
+LEFT_OUT = {left_out!r}
+class LeftOut:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in LEFT_OUT:
+            raise ModuleNotFoundError(f"{{name}} is not in the runner image", name=name)
+        return None
+sys.meta_path.insert(0, LeftOut())
+"""
+
+
+def without_left_out(folder: Path) -> str:
+    """A PYTHONPATH entry whose sitecustomize hides what the runner image leaves out."""
+    folder.mkdir(exist_ok=True)
+    modules = sorted(name.replace("-", "_") for name in context.RUNNER_LEAVES_OUT)
+    (folder / "sitecustomize.py").write_text(LEFT_OUT_BLOCKER.format(left_out=modules))
+    return str(folder)
+
+
 def pod_env(
     tmp_path: Path, s3: S3Server, provider: ScriptedProvider, port: int, **extra: str
 ) -> dict[str, str]:
@@ -188,6 +212,9 @@ def pod_env(
             "AWS_ENDPOINT_URL": s3.endpoint,
             "SOLVER_KEY": MODEL_KEY,
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [without_left_out(tmp_path / "image-modules"), os.environ.get("PYTHONPATH")])
+            ),
         }
     )
     env.update(extra)
@@ -219,6 +246,22 @@ def termination(env: dict[str, str]) -> dict[str, Any]:
 
 def stored_keys(s3: S3Server) -> list[str]:
     return [o["Key"] for o in s3.client().list_objects_v2(Bucket=BUCKET).get("Contents", [])]
+
+
+def test_the_runner_image_leaves_out_what_run_task_never_imports(tmp_path: Path) -> None:
+    """The blocker run_task's pods get works: each left-out module is unimportable with it, and
+    importable without (installed here), so run-task's success below proves it does without."""
+    env = {**os.environ, "PYTHONPATH": without_left_out(tmp_path / "image-modules")}
+    for name in sorted(context.RUNNER_LEAVES_OUT):
+        module = name.replace("-", "_")
+        probe = [sys.executable, "-c", f"import {module}"]
+        hidden = subprocess.run(probe, env=env, capture_output=True, text=True, check=False)
+        assert hidden.returncode == 1 and "is not in the runner image" in hidden.stderr, (name, hidden.stderr)
+        assert subprocess.run(probe, capture_output=True, check=False).returncode == 0, name
+    assert all(
+        context.requirement_name(r) not in context.RUNNER_LEAVES_OUT for r in context.runner_requirements()
+    )
+    assert {"litellm", "mcp", "boto3"} <= {context.requirement_name(r) for r in context.runner_requirements()}
 
 
 def test_pod_solves_task_and_stores_result(tmp_path: Path, s3: S3Server, sidecar: int) -> None:
