@@ -15,6 +15,7 @@ from atlasrun.cluster.pod.cpu import (
     CGROUP,
     CPU_SOURCE_ENV,
     container_cpu_seconds,
+    cpu_line,
     own_cpu_seconds,
     pod_cpu_seconds,
 )
@@ -57,8 +58,12 @@ def test_outside_a_pod_a_process_counts_its_own_cpu() -> None:
 
 def test_a_sidecar_that_does_not_answer_is_named_and_left_out() -> None:
     port = free_port()  # nothing listens there
-    seconds, missing = pod_cpu_seconds({"git": f"http://127.0.0.1:{port}"})
-    assert missing == ["git"] and seconds > 0  # the runner's own CPU still counts
+    spent, missing = pod_cpu_seconds({"git": f"http://127.0.0.1:{port}"})
+    assert missing == ["git"] and list(spent) == ["runner"] and spent["runner"] > 0  # the runner's own counts
+    assert (
+        cpu_line({"runner": 2.25, "git": 0.5, "memory": 1.0})
+        == "pod CPU: 3.8 s (runner 2.2, memory 1.0, git 0.5)"
+    )
 
 
 def test_the_pods_cpu_rides_on_its_summary_single_batch_and_cut_short() -> None:

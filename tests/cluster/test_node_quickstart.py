@@ -337,12 +337,15 @@ def run_timeline(cp: ControlPlane, recorder: PodRecorder, name: str) -> str:
 
 def resets_timeline(pod: str, log: str, since: float) -> str:
     """When the pod's runner made the servers fresh between two items, and what it took (its
-    ``fresh state:`` log lines, stamped by the kubelet): where a pod's items spend their time."""
+    ``fresh state:`` log lines, stamped by the kubelet): where a pod's items spend their time; and
+    its ``pod CPU:`` line, what each of its containers cost."""
     rows = [
         f"{epoch(stamp[:19] + 'Z') + float('0' + stamp[19:-1]) - since:7.2f}s {line}"
-        for stamp, line in (entry.split(" ", 1) for entry in log.splitlines() if " fresh state:" in entry)
+        for stamp, line in (entry.split(" ", 1) for entry in log.splitlines())
+        if line.startswith(("fresh state:", "pod CPU:"))  # its last line: what each container cost
     ]
-    return f"\n{pod}: {len(rows)} resets\n" + "\n".join(rows)
+    resets = sum(" fresh state:" in row for row in rows)
+    return f"\n{pod}: {resets} resets\n" + "\n".join(rows)
 
 
 def run_wall(trace: str, end: float, pods: int) -> float:

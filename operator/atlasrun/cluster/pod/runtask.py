@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from atlasrun.cluster.pod.cpu import pod_cpu_seconds
+from atlasrun.cluster.pod.cpu import cpu_line, pod_cpu_seconds
 from atlasrun.cluster.pod.inputs import (
     DEFAULT_TERMINATION_PATH,
     ENV,
@@ -151,10 +151,11 @@ def _pod_cpu(warn: Callable[[str], None]) -> float | None:
     except InputError as exc:
         warn(f"warning: CPU not reported: {exc}")
         return None
-    seconds, missing = pod_cpu_seconds({n: f"http://{SIDECAR_HOST}:{p}" for n, p in ports.items()})
+    spent, missing = pod_cpu_seconds({n: f"http://{SIDECAR_HOST}:{p}" for n, p in ports.items()})
+    print(cpu_line(spent), flush=True)
     if missing:
         warn(f"warning: CPU of sidecar(s) {', '.join(missing)} not known: the pod's figure leaves them out")
-    return seconds
+    return round(sum(spent.values()), 3)
 
 
 def _all_failed(inputs: Inputs, kind: ErrorKind, reason: str, code: int) -> list[ItemDone]:
