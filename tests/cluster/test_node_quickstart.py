@@ -225,6 +225,8 @@ def test_readme_cluster_quickstart_runs_as_written(
                     result = {
                         "cluster_wall_s": round(first, 1),
                         "cluster_again_wall_s": round(again, 1),
+                        "cluster_cpu_s": run_cpu(cp, "starter"),
+                        "cluster_again_cpu_s": run_cpu(cp, AGAIN),
                         "pods": pods,
                     }
                     Path(out).write_text(json.dumps(result))
@@ -307,6 +309,13 @@ def rerun_wall(cp: ControlPlane, work: Path, env: dict[str, str]) -> float:
         time.sleep(0.5)
         phase = cp.kubectl("get", "atlasrun", AGAIN, "-n", "evals", "-o", "jsonpath={.status.phase}").stdout
     return time.monotonic() - started
+
+
+def run_cpu(cp: ControlPlane, name: str) -> float:
+    """The run's CPU-seconds as the operator exports them (each pod's runner and sidecars, read
+    from their own cgroups): ``status.models[*].usage.cpuSeconds``."""
+    run = json.loads(cp.kubectl("get", "atlasrun", name, "-n", "evals", "-o", "json").stdout)
+    return round(float(sum(m.get("usage", {}).get("cpuSeconds", 0) for m in run["status"]["models"].values())), 2)
 
 
 def run_timeline(cp: ControlPlane, recorder: PodRecorder, name: str) -> str:
