@@ -287,6 +287,9 @@ def test_prepull_pulls_the_runs_images_on_every_node_and_holds_nothing(
         }
         assert c["resources"]["requests"] == {"cpu": "1m", "memory": "8Mi"}
     assert pod["automountServiceAccountToken"] is False and pod["securityContext"]["runAsNonRoot"]
+    # `helm install --wait` (the quick-start's) returns once every node pulled: Helm counts a
+    # DaemonSet ready at desired - maxUnavailable pods.
+    assert daemonset["spec"]["updateStrategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     assert pod["nodeSelector"] == values["prePull"]["nodeSelector"]
     assert pod["tolerations"] == values["prePull"]["tolerations"]
     # Not the operator's pods: its Deployment and Service select component=operator.
