@@ -315,7 +315,9 @@ def run_cpu(cp: ControlPlane, name: str) -> float:
     """The run's CPU-seconds as the operator exports them (each pod's runner and sidecars, read
     from their own cgroups): ``status.models[*].usage.cpuSeconds``."""
     run = json.loads(cp.kubectl("get", "atlasrun", name, "-n", "evals", "-o", "json").stdout)
-    return round(float(sum(m.get("usage", {}).get("cpuSeconds", 0) for m in run["status"]["models"].values())), 2)
+    return round(
+        float(sum(m.get("usage", {}).get("cpuSeconds", 0) for m in run["status"]["models"].values())), 2
+    )
 
 
 def run_timeline(cp: ControlPlane, recorder: PodRecorder, name: str) -> str:
