@@ -148,8 +148,7 @@ class _Call:
 class Switchboard:
     """The bridge's requests to the current generation, and its answers back."""
 
-    def __init__(self, log: Any) -> None:
-        self.log = log
+    def __init__(self) -> None:
         self.current: Generation | None = None
         self._calls: dict[int, _Call] = {}
         self._ids = itertools.count(1)

@@ -193,7 +193,7 @@ class Sidecar:
         self.serving = 0  # the generation switched in last
         self.down_on_purpose = False  # stopped (or being stopped or started) by a control request
         self.terminating = False
-        self.board = Switchboard(log)
+        self.board = Switchboard()
         self.endpoint: http.server.ThreadingHTTPServer | None = None
         self.server: Generation | None = None  # the current generation
         self.spare: Generation | None = None  # started ahead of need (/start?prestart=1)
