@@ -54,6 +54,12 @@ subject than the claim's, while the claim's own record holds another value ("| 2
 abstention when the claim's record holds none; so is a name given as the first of a ranked list
 that is a later item ("Top customers by lifetime spend: 1. ... 2. Jorge Castillo"). In another Latin-script language, a claim figure
 stated nowhere is a decisive fail; anything else there is abstained on.
+
+What the claim is about (``judge.topic``, since ``deterministic/8``): the key facts before the claim's
+verb are its topic, those after it what it states. Finding only the topic, with none of the
+statement's words said there, is not fulfilled ("Gate B12 is in Terminal 2" for "Gate B12 closes at
+18:40"), not partially; every stated value found with only the topic's name left unsaid, and no other
+entity named, is a full match ("The cache holds 2.4 GB" for "The Redis cache holds 2.4 GB").
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ from atlasrun.judge.placed import placed
 from atlasrun.judge.reading import read
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
 
-VERSION = "deterministic/7"
+VERSION = "deterministic/8"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 

@@ -112,6 +112,8 @@ HEDGES = (
     "i'd guess",
     "i would guess",
     "i estimate",
+    "is an estimate",
+    "a rough estimate",
     "if i'm not mistaken",
     "not 100% sure",
     "hard to say",

@@ -56,6 +56,8 @@ def _id_span(identifier: str, text: str) -> tuple[int, int] | None:
     if _SOFT_ID.fullmatch(identifier):  # highest-priority == highest priority
         body = body.replace(r"\-", r"[-\s]")
     version = "v?" if re.fullmatch(r"\d+(?:\.\d+)+", identifier) else ""  # "v1.29.6" for 1.29.6
+    if re.fullmatch(r"\d+-\d+", identifier):  # a score: "2-1" written "2 - 1"
+        body = body.replace(r"\-", r"\s?-\s?")
     m = re.search(rf"(?<![\w-]){version}{body}(?![\w-]|\.\w)", text, re.I)
     if m is None and re.fullmatch(r"[0-9a-f]{7,40}", identifier):  # a commit hash or a prefix of it
         m = next((h for h in _HEX.finditer(text.lower()) if _hex_agree(h.group(0), identifier)), None)

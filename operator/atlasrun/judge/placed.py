@@ -8,6 +8,8 @@ change, or a value it then takes back:
   period elsewhere or another value of the kind unmarked, otherwise uncertain;
 - a value the claim puts after "from" that the answer puts only after "to", or the reverse ("moved
   from Tuesday" for "moved from Wednesday to Tuesday"): decisive;
+- a part and its whole given the other way round ("5 of 3 replicas" for "3 of 5 replicas", "7/12"
+  for "12/7" is not read: a slash may be a date): decisive;
 - a name followed by a self-correction cue and another name ("Daniel Osei — sorry, I misread ...
   it's Mei Tanaka"): uncertain.
 """
@@ -36,6 +38,7 @@ _PAST = re.compile(
 _SEGMENT_EDGE = re.compile(r"[(),;\n]|\s[-–—]\s")
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _SWAPPED = {"from": "to", "to": "from"}
+_PART_OF = re.compile(r"(?<![\w.,])(\d[\d,]*(?:\.\d+)?) (?:of|out of) (\d[\d,]*(?:\.\d+)?)(?![\w.,]*\d)")
 
 
 def _segment(text: str, start: int, end: int) -> str:
@@ -115,6 +118,15 @@ def _from_to(claim: Facts, answer: Facts, tally: Tally) -> str | None:
     return None
 
 
+def _part_of(claim: Facts, answer: Facts) -> str | None:
+    said = {(m.group(1), m.group(2)) for m in _PART_OF.finditer(answer.text)}
+    for m in _PART_OF.finditer(claim.text):
+        part, whole = m.group(1), m.group(2)
+        if part != whole and (whole, part) in said and (part, whole) not in said:
+            return f"the claim has '{part} of {whole}', the answer '{whole} of {part}'"
+    return None
+
+
 def _revised_name(claim: Facts, answer: Facts, tally: Tally) -> str | None:
     text = answer.text
     spans = sentences(text)
@@ -139,7 +151,7 @@ def placed(claim: Facts, answer: Facts, tally: Tally) -> Outcome:
     baseline = _baseline(claim, answer, tally)
     if baseline is not None:
         return baseline
-    swapped = _from_to(claim, answer, tally)
+    swapped = _from_to(claim, answer, tally) or _part_of(claim, answer)
     if swapped:
         return "not_fulfilled", swapped
     revised = _revised_name(claim, answer, tally)

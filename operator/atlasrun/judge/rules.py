@@ -36,6 +36,7 @@ from atlasrun.judge.reading import read
 from atlasrun.judge.rivals import Tally
 from atlasrun.judge.roles import agent_check, role_conflict
 from atlasrun.judge.support import Evidence, unpaired_facts
+from atlasrun.judge.topic import only_topic, unnamed_topic
 
 WRONG, NEGATES = "contradicted", "answer negates the claim"
 PART_WRONG = (WRONG, NEGATES)  # verdicts on one part of a claim: another part may still be met
@@ -178,7 +179,10 @@ def _with_facts(claim: Facts, tally: Tally, evidence: Evidence, summary: str, re
         return "partially_fulfilled", f"answer hedges ('{hedge}') where it gives the facts; {summary}"
     if hedge:
         return Abstention(kind="hedged", reason=f"answer hedges ('{hedge}'); {summary}")
-    if tally.missing:
+    topic_only = only_topic(claim, evidence.answer, tally)
+    if topic_only:
+        return "not_fulfilled", f"{topic_only}; {summary}"
+    if tally.missing and not unnamed_topic(claim, tally):
         return "partially_fulfilled", summary  # some found, some missing: whatever the uncertain ones are
     if tally.undecided:
         kind, why = tally.undecided[0]

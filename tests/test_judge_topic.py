@@ -1,0 +1,111 @@
+"""What a claim is about and what it states (``judge.topic``): an answer that names only the claim's
+subject covers none of its key details; one that gives every stated value without repeating the
+subject's name covers them all. Also two classes read the same way on any text: a part and its whole
+given the other way round ("8 of 3"), and an answer that calls its own figure an estimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from atlasrun.judge.deterministic import VERSION, DeterministicJudge
+from atlasrun.judge.matching import tally_facts
+from atlasrun.judge.reading import read
+from atlasrun.judge.topic import in_topic, only_topic, unnamed_topic, verb_at
+
+JUDGE = DeterministicJudge()
+
+
+def test_version() -> None:
+    assert VERSION == "deterministic/8"
+
+
+@pytest.mark.parametrize(
+    ("claim", "verb"),
+    [
+        ("Gate B12 closes at 18:40.", "closes"),
+        ("Headcount at the end of Q2 FY2025 was 4,610.", "was"),
+        ("The CEO of Helix Labs is Dana Ortiz.", "is"),
+        ("Ajax beat PSV 3-2.", "beat"),
+    ],
+)
+def test_the_verb_splits_topic_from_assertion(claim: str, verb: str) -> None:
+    facts = read(claim, claim=True)
+    at = verb_at(facts)
+    assert at is not None and facts.text[at:].startswith(verb)
+
+
+def test_facts_before_the_verb_are_the_topic() -> None:
+    facts = read("The CEO of Helix Labs is Dana Ortiz.", claim=True)
+    assert in_topic(facts, "Helix Labs") is True
+    assert in_topic(facts, "Dana Ortiz") is False
+    assert in_topic(facts, "Nowhere Inc") is None
+
+
+@pytest.mark.parametrize(
+    ("claim", "answer", "label"),
+    [
+        # only the subject: none of what the claim states
+        ("Gate B12 closes at 18:40.", "Gate B12 is in Terminal 2, next to the lounge.", "not_fulfilled"),
+        (
+            "The CEO of Helix Labs is Dana Ortiz.",
+            "I looked up Helix Labs in the company registry; it was founded in 2015 in Lisbon.",
+            "not_fulfilled",
+        ),
+        (
+            "The median build time last week was 7.5 minutes.",
+            "You asked about the median build time last week. The CI dashboard tracks it per pipeline.",
+            "not_fulfilled",
+        ),
+        # the subject and some of the statement's own words: partly covered
+        (
+            "Gate B12 closes at 18:40.",
+            "Gate B12 closes before the evening departures; the board shows no time yet.",
+            "partially_fulfilled",
+        ),
+        # every stated value without the subject's name: covered, unless another entity is named
+        ("The Redis cache holds 2.4 GB of data.", "The cache holds 2.4 GB of data right now.", "fulfilled"),
+        (
+            "The Redis cache holds 2.4 GB of data.",
+            "The Memcached cache holds 2.4 GB of data.",
+            "not_fulfilled",
+        ),
+    ],
+)
+def test_topic_and_assertion(claim: str, answer: str, label: str) -> None:
+    assert JUDGE.judge_sync(claim, answer).label == label
+
+
+def test_the_rules_themselves() -> None:
+    claim = read("Gate B12 closes at 18:40.", claim=True)
+    answer = read("Gate B12 is in Terminal 2.")
+    assert only_topic(claim, answer, tally_facts(claim, answer))
+    claim = read("The Redis cache holds 2.4 GB of data.", claim=True)
+    answer = read("The cache holds 2.4 GB.")
+    assert unnamed_topic(claim, tally_facts(claim, answer))
+    answer = read("Redis holds 2.4 GB.")
+    assert not unnamed_topic(claim, tally_facts(claim, answer))  # nothing missing
+
+
+@pytest.mark.parametrize(
+    ("answer", "label"),
+    [
+        ("The backfill job finished 8 of 3 shards.", "not_fulfilled"),
+        ("The backfill job finished 3 of 8 shards.", "fulfilled"),
+        ("The backfill job finished 3 out of 8 shards overnight.", "fulfilled"),
+    ],
+)
+def test_a_part_and_its_whole_swapped(answer: str, label: str) -> None:
+    assert JUDGE.judge_sync("The backfill job finished 3 of 8 shards.", answer).label == label
+
+
+def test_a_spaced_score_is_the_score() -> None:
+    verdict = JUDGE.judge_sync("Ajax beat PSV 3-2.", "Final score: Ajax 3 – 2 PSV, so Ajax beat PSV.")
+    assert verdict.label == "fulfilled"
+
+
+def test_an_estimate_is_uncommitted() -> None:
+    verdict = JUDGE.judge_sync(
+        "The channel has 480 members.",
+        "The channel has about 490 members (the member list was cut off, so this is an estimate).",
+    )
+    assert verdict.label == "partially_fulfilled"
