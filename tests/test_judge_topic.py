@@ -62,17 +62,23 @@ def test_facts_before_the_verb_are_the_topic() -> None:
             "Gate B12 closes before the evening departures; the board shows no time yet.",
             "partially_fulfilled",
         ),
-        # every stated value without the subject's name: covered, unless another entity is named
+        # every stated value without the subject's name: covered
         ("The Redis cache holds 2.4 GB of data.", "The cache holds 2.4 GB of data right now.", "fulfilled"),
-        (
-            "The Redis cache holds 2.4 GB of data.",
-            "The Memcached cache holds 2.4 GB of data.",
-            "not_fulfilled",
-        ),
+        # the doer of an action is what the claim states, not its topic
+        ("Alice Nguyen leads Project Falcon.", "Project Falcon is led by Bob Stone.", "not_fulfilled"),
     ],
 )
 def test_topic_and_assertion(claim: str, answer: str, label: str) -> None:
     assert JUDGE.judge_sync(claim, answer).label == label
+
+
+def test_another_word_where_the_subject_is_not_named_is_uncertain() -> None:
+    """A capitalised word where the claim's subject goes unnamed may be the subject's own name
+    ("Jezero Crater" for Mars) or another subject ("Memcached" for Redis): neither a pass nor a fail."""
+    verdict = JUDGE.judge_sync(
+        "The Redis cache holds 2.4 GB of data.", "The Memcached cache holds 2.4 GB of data."
+    )
+    assert verdict.abstention is not None and verdict.abstention.kind == "name", verdict.reason
 
 
 def test_the_rules_themselves() -> None:

@@ -33,6 +33,7 @@ from atlasrun.judge.rivals import (
     other_section,
     same_thing,
 )
+from atlasrun.judge.topic import in_topic
 from atlasrun.judge.values import (
     coarser,
     comparable,
@@ -338,11 +339,20 @@ def _names(tally: Tally, claim: Facts, answer: Facts) -> None:
                 tally.matched.append(what)
             continue
         rival = _slot_rival(rival_names, tally, answer, claim) if span is None else None
+        if rival and in_topic(claim, what) and len(what) > 2 and not _named_in_part(name, answer.text):
+            # the subject not named at all: another capitalised word there may be its name ("Jezero
+            # Crater" for Mars, "Strategy workspace" for a Notion page), not proof of another subject
+            tally.undecided.append(("name", f"{what} not named; '{rival}' stands where it could be"))
+            continue
         if span and all(other_section(answer.text, s, claim) for s, _ in _every(answer.text, span)):
             span, rival = None, "said in another item"  # "- search: Kim Park" for Kim Park owning billing
         tally.add(what, span is not None, rival)
         if span:
             tally.hits += [(*s, "name") for s in _every(answer.text, span)]
+
+
+def _named_in_part(name: list[str], text: str) -> bool:
+    return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text, re.I) for w in name if len(w) > 2)
 
 
 def _slot_rival(rival_names: list[str], tally: Tally, answer: Facts, claim: Facts) -> str | None:

@@ -30,6 +30,7 @@ _AUXILIARIES = (
     "made", "cost", "sold", "paid", "spent", "held", "kept", "left", "met", "sent", "got", "gave",
     "saw", "began", "built", "brought", "bought", "went", "came", "shut", "set", "put",
 )  # fmt: skip
+_COPULAS = {"is", "are", "was", "were", "has", "have", "had", "will", "would", "remains", "remained"}
 _VERB = re.compile(
     r"(?<![\w'/.#-])(?:"
     + "|".join(_AUXILIARIES)
@@ -54,10 +55,18 @@ def _named(claim: Facts, fact: str) -> bool:
 
 
 def in_topic(claim: Facts, fact: str) -> bool | None:
-    """True: said before the claim's verb; False: after it; None: not placed."""
+    """True: said before the claim's verb; False: after it; None: not placed. A name before an action
+    verb is its doer ("Alice Nguyen leads Project Falcon"), part of what the claim states; it is the
+    topic before a copula or "has", or where it names what a noun after it is ("the Redis cache
+    holds", "the US Treasury yield closed")."""
     verb, at = verb_at(claim), _place(claim, fact)
     if verb is None or at is None:
         return None
+    if at < verb and any(" ".join(n) == fact for n in claim.names):
+        word = re.match(r"\w+", claim.text[verb:])
+        modifies = re.search(r"\b[a-z]{3,}\b", claim.text[at + len(fact) : verb])  # "the Redis cache"
+        if not modifies and (word is None or word.group(0) not in _COPULAS):
+            return None
     return at < verb
 
 
