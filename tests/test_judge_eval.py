@@ -169,3 +169,61 @@ def test_an_llm_judge_of_a_run_file_is_measured_and_a_lenient_one_exposed(
     share = sum(p.label == "fulfilled" for p in called) / len(called)
     assert body["fulfilled_precision"] == pytest.approx(share)
     assert body["kappa"] < 0.2 and body["accuracy"] < 0.85
+
+
+@pytest.mark.parametrize(("name", "floor"), [("dev6", 0.92), ("dev7", 0.95)])
+def test_a_second_grader_is_measured_like_a_judge(
+    name: str, floor: float, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--against``: two graders' labels of the same pairs, each blind to the other's: the ceiling
+    a judge's figures on that set are read against (the judge's own are far below it)."""
+    labels, grades = DATA / f"judge_labels_{name}.jsonl", DATA / f"judge_regrade_{name}.jsonl"
+    assert main(["judge-eval", str(labels), "--against", str(grades), "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["judge"] == f"grader judge_regrade_{name}.jsonl"
+    assert body["abstained"] == 0 and body["n"] == len(load_labels(labels))
+    assert body["accuracy"] >= floor and body["fulfilled_precision"] >= 0.94, body
+    judge = _eval_json(labels, capsys)
+    assert judge["accuracy"] < body["accuracy"] - 0.1
+
+
+def test_bad_grades_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "".join(
+            json.dumps(
+                {"id": i, "claim": "The job took 4 minutes.", "answer": "4 minutes.", "label": "fulfilled"}
+            )
+            + "\n"
+            for i in ("a", "b", "c")
+        )
+    )
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text(
+        json.dumps({"id": "a", "label": "fulfilled"})
+        + "\n"
+        + json.dumps({"id": "a", "label": "not_fulfilled"})
+        + "\n{oops\n"
+        + json.dumps({"id": "zz", "label": "fulfilled"})
+        + "\n"
+        + json.dumps({"id": "b", "label": "great"})
+        + "\n"
+    )
+    assert main(["judge-eval", str(labels), "--against", str(grades)]) == 2
+    text = capsys.readouterr().err
+    for expected in (
+        "id a graded twice",
+        "line 3: not JSON",
+        "id zz is not in the labels file",
+        "line 5",
+        "not graded: b, c",
+    ):
+        assert expected in text, text
+    assert str(grades) in text
+    assert main(["judge-eval", str(labels)]) == 2
+    assert "either --judge" in capsys.readouterr().err
+    assert main(["judge-eval", str(labels), "--judge", "deterministic", "--against", str(grades)]) == 2
+    assert "either --judge" in capsys.readouterr().err
+    grades.write_text("".join(json.dumps({"id": i, "label": "fulfilled"}) + "\n" for i in ("a", "b", "c")))
+    assert main(["judge-eval", str(labels), "--against", str(grades)]) == 0
+    assert "columns: second grader" in capsys.readouterr().out

@@ -3,7 +3,9 @@
 Prints the confusion matrix, exact agreement, Cohen's kappa and precision/recall of
 ``fulfilled`` on the pairs the judge answered, its abstentions (count, rate, by kind) and the
 accuracy counting an abstention as wrong; ``--json`` prints them as one object. NAME is ``deterministic`` or a judge of
-the run file given with ``--run`` (an LLM judge is called once per pair).
+the run file given with ``--run`` (an LLM judge is called once per pair). ``--against GRADES.jsonl``
+measures a second grader's labels of the same pairs instead of a judge: how far two careful graders
+agree is the ceiling a judge's figures are read against.
 """
 
 from __future__ import annotations
@@ -42,20 +44,26 @@ def _judge(name: str, run_file: str | None) -> Any:
 
 def cmd_judge_eval(args: argparse.Namespace) -> int:
     from atlasrun.scoring.agreement import LABELS
-    from atlasrun.scoring.judge_eval import evaluate, load_labels
+    from atlasrun.scoring.judge_eval import compare_graders, evaluate, load_grades, load_labels
 
+    if (args.judge is None) == (args.against is None):
+        raise InputError("give either --judge NAME or --against GRADES.jsonl")
     pairs = load_labels(Path(args.labels))
-    result = evaluate(_judge(args.judge, args.run), pairs)
+    if args.against is not None:
+        grades = load_grades(Path(args.against), pairs)
+        result = compare_graders(f"grader {Path(args.against).name}", pairs, grades)
+    else:
+        result = evaluate(_judge(args.judge, args.run), pairs)
     if args.json:
         body = result.model_dump(exclude={"outcomes"} if not args.verbose else set())
         print(json.dumps(body, indent=2))
         return 0
     short = {"fulfilled": "F", "partially_fulfilled": "P", "not_fulfilled": "N"}
     print(
-        f"judge {result.judge} on {args.labels}: {result.n} pair(s) answered, "
+        f"{'' if args.against else 'judge '}{result.judge} on {args.labels}: {result.n} pair(s) answered, "
         f"{result.abstained} abstained ({_fmt(result.abstention_rate)}), {result.failed} failed"
     )
-    print("\nconfusion (rows: label, columns: judge)")
+    print(f"\nconfusion (rows: label, columns: {'second grader' if args.against else 'judge'})")
     print(f"{'':>22}" + "".join(f"{short[g]:>6}" for g in LABELS))
     for expected in LABELS:
         print(f"{expected:>22}" + "".join(f"{result.confusion[expected][g]:>6}" for g in LABELS))
@@ -89,7 +97,12 @@ def register(subparsers: Any) -> None:
         help="measure a judge on hand-labelled (claim, answer) pairs: agreement, kappa, abstentions",
     )
     parser.add_argument("labels", metavar="LABELS.jsonl", help='JSONL lines {"id","claim","answer","label"}')
-    parser.add_argument("--judge", required=True, help="'deterministic' or a judge name from --run")
+    parser.add_argument("--judge", help="'deterministic' or a judge name from --run")
+    parser.add_argument(
+        "--against",
+        metavar="GRADES.jsonl",
+        help='a second grader\'s labels of the same pairs (JSONL {"id","label"}), measured instead of a judge',
+    )
     parser.add_argument("--run", help="run file whose judges to use")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("-v", "--verbose", action="store_true", help="also list every disagreement")

@@ -75,6 +75,60 @@ def load_labels(path: Path) -> list[LabelledPair]:
     return pairs
 
 
+class Grade(BaseModel):
+    """Another grader's label for a pair of a labels file (``judge-eval --against``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    label: Label
+
+
+def load_grades(path: Path, pairs: Sequence[LabelledPair]) -> dict[str, Label]:
+    """A second grader's labels (JSONL ``{"id", "label"}``) for exactly the pairs of a labels file;
+    a bad line, an unknown id or a pair left unlabelled is an error naming it."""
+    if not path.exists():
+        raise InputError("grades file not found", where=str(path))
+    text = decode(read_user_file(path, "grades file", DOCUMENT_LIMIT), str(path))
+    grades: dict[str, Label] = {}
+    errors: list[str] = []
+    wanted = {p.id for p in pairs}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw: Any = json.loads(line)
+            if number == 1 and isinstance(raw, dict) and set(raw) == {"_comment"}:
+                continue  # a header saying who graded
+            grade = Grade.model_validate(raw)
+        except ValueError as exc:  # not JSON, or not a grade (pydantic's ValidationError is one)
+            errors.append(
+                f"line {number}: {format_validation(exc) if isinstance(exc, ValidationError) else f'not JSON ({exc})'}"
+            )
+            continue
+        if grade.id not in wanted:
+            errors.append(f"line {number}: id {grade.id} is not in the labels file")
+        elif grade.id in grades:
+            errors.append(f"line {number}: id {grade.id} graded twice")
+        grades[grade.id] = grade.label
+    missing = [p.id for p in pairs if p.id not in grades]
+    if missing:
+        errors.append(f"{len(missing)} pair(s) not graded: {', '.join(missing[:5])}")
+    if errors:
+        raise InputError("; ".join(errors[:10]), where=str(path))
+    return grades
+
+
+def compare_graders(name: str, pairs: Sequence[LabelledPair], grades: dict[str, Label]) -> JudgeEval:
+    """A second grader's labels measured as a judge would be: the agreement two graders reach is
+    what a judge's figures on the same pairs can be read against."""
+    outcomes = [
+        PairOutcome(id=p.id, category=p.category, expected=p.label, got=grades[p.id], reason=name)
+        for p in pairs
+    ]
+    return summarize(name, outcomes)
+
+
 class PairOutcome(BaseModel):
     id: str
     category: str | None
