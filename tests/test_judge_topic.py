@@ -16,7 +16,7 @@ JUDGE = DeterministicJudge()
 
 
 def test_version() -> None:
-    assert VERSION == "deterministic/8"
+    assert VERSION == "deterministic/9"
 
 
 @pytest.mark.parametrize(
@@ -115,3 +115,47 @@ def test_an_estimate_is_uncommitted() -> None:
         "The channel has about 490 members (the member list was cut off, so this is an estimate).",
     )
     assert verdict.label == "partially_fulfilled"
+
+
+@pytest.mark.parametrize(
+    ("claim", "answer", "label"),
+    [
+        # what the answer says it could not find is missing, not denied: partly covered
+        (
+            "The invoice INV-3301 is for 4 licences at Norrland Data AB.",
+            "Invoice INV-3301 covers 4 licences. The PDF I opened doesn't show the customer's name.",
+            "partially_fulfilled",
+        ),
+        (
+            "The deploy created 5 pods using 2.5 GB of memory.",
+            "The deploy created five pods; the metrics endpoint didn't return memory figures, so I don't know the total.",
+            "partially_fulfilled",
+        ),
+        # ... but the claim's own verb negated is a denial
+        (
+            "The release notes include the CVE fix.",
+            "The release notes don't include the CVE fix.",
+            "not_fulfilled",
+        ),
+        # ... and so is a sentence about the claim's own facts
+        (
+            "The ferry from Split to Hvar takes 1 h 5 min.",
+            "The fastest ferry I found goes from Split to Brač in 1 h 5 min. The timetable didn't return any Split–Hvar sailings.",
+            "not_fulfilled",
+        ),
+        # a refusal for the rest, once what the claim states of its subject is given: partly covered
+        (
+            "The oldest open ticket is OPS-118, opened on 3 May 2024.",
+            "The oldest open ticket is OPS-118. I couldn't load its history, so I can't give the opening date.",
+            "partially_fulfilled",
+        ),
+        # a refusal with only the subject: nothing of the claim
+        (
+            "The sum of the values in totals.csv is 908.",
+            "I could not open totals.csv, so I cannot compute the sum.",
+            "not_fulfilled",
+        ),
+    ],
+)
+def test_not_saying_is_not_denying(claim: str, answer: str, label: str) -> None:
+    assert JUDGE.judge_sync(claim, answer).label == label, JUDGE.judge_sync(claim, answer).reason

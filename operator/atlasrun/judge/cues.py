@@ -4,6 +4,7 @@ affirmations, direction words (rose/fell); and how much of the claim's wording a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from atlasrun.judge.evidence import Span, asks, sentences
 from atlasrun.judge.facts import Facts, stem
@@ -20,6 +21,16 @@ _UNABLE = re.compile(
     r"failed to|did(?: not|n't) manage to) "
     r"(?:retrieve|find|get|access|determine|load|read|open|reach|fetch|check|look up|run|execute|verify|"
     r"confirm|test|see|query|inspect|log in)\b"
+)
+# Not saying is not denying either: "the email doesn't include the hotel name", "I didn't note the
+# line number", "I don't know the total" report information missing, unless the verb is the claim's
+# own ("doesn't include the refund" for "includes the refund") or the sentence holds a fact of the
+# claim ("the search didn't return any Paris-Brussels services": the claim's own journey).
+_UNSAID = re.compile(
+    r"\b(?:did(?: not|n't)|does(?: not|n't)|do(?: not|n't)|could(?: not|n't)|cannot|can't|"
+    r"(?:was|were)(?: not|n't))(?: \w+)? "
+    r"(know|tell|say|show|include|return|list|note|mention|give|provide|report|break|specify|state|"
+    r"record|store|expose)\b"
 )
 # A failure the answer reports of something else ("psycopg2 could not compile"), not of its own
 # attempt ("I could not", "the tool could not open it", "could not reach the API"): it still answers.
@@ -47,12 +58,18 @@ def first_negation(text: str, terms: set[str]) -> tuple[str, Span] | None:
     return found[0] if found else None
 
 
-def negations_of(text: str, terms: set[str], counts: bool = True) -> list[tuple[str, Span]]:
+def negations_of(
+    text: str, terms: set[str], counts: bool = True, facts_at: Sequence[int] = ()
+) -> list[tuple[str, Span]]:
     """Every sentence of ``text`` with a negation cue applying to one of the claim's terms (``counts``:
     "0 failed" and "zero errors" negate too; not for a claim with figures, compared as figures)."""
     found: list[tuple[str, Span]] = []
     for span in sentences(text):
         sentence = _UNABLE.sub(" unable ", HEDGE_PHRASES.sub(" hedge ", text[span[0] : span[1]].lower()))
+        if not any(span[0] <= at < span[1] for at in facts_at):
+            sentence = _UNSAID.sub(
+                lambda m: m.group(0) if stem(m.group(1)) in terms else " unable ", sentence
+            )
         tokens = re.findall(r"[\w'./#-]+|[.,;:!?]", sentence)
         for i, token in enumerate(tokens):
             if not NEGATION.match(token) or (not counts and token in ("0", "zero")):

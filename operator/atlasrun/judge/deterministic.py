@@ -60,6 +60,10 @@ verb are its topic, those after it what it states. Finding only the topic, with 
 statement's words said there, is not fulfilled ("Gate B12 is in Terminal 2" for "Gate B12 closes at
 18:40"), not partially; every stated value found with only the topic's name left unsaid, and no other
 entity named, is a full match ("The cache holds 2.4 GB" for "The Redis cache holds 2.4 GB").
+Since ``deterministic/9``, not saying is not denying: "the email doesn't include the hotel name" or
+"I couldn't load the rest" reports a detail missing (partially fulfilled when what the claim states
+of its subject is given), unless the negated verb is the claim's own or the sentence holds the
+claim's own facts ("the timetable didn't return any Split-Hvar sailings").
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ from atlasrun.judge.placed import placed
 from atlasrun.judge.reading import read
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
 
-VERSION = "deterministic/8"
+VERSION = "deterministic/9"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 

@@ -36,7 +36,7 @@ from atlasrun.judge.reading import read
 from atlasrun.judge.rivals import Tally
 from atlasrun.judge.roles import agent_check, role_conflict
 from atlasrun.judge.support import Evidence, unpaired_facts
-from atlasrun.judge.topic import only_topic, unnamed_topic
+from atlasrun.judge.topic import in_topic, only_topic, unnamed_topic
 
 WRONG, NEGATES = "contradicted", "answer negates the claim"
 PART_WRONG = (WRONG, NEGATES)  # verdicts on one part of a claim: another part may still be met
@@ -63,12 +63,16 @@ def verdict(claim_text: str, response: str, resolved: bool = False) -> Outcome:
     if tally.dumps:
         return "not_fulfilled", f"{', '.join(tally.dumps)} only in a list of candidate values; {summary}"
     refusal = cue_in(OTHERS_FAILING.sub(" ", HEDGE_PHRASES.sub(" ", answer.text.lower())), REFUSAL_CUES)
-    answered = any(k in ("quantity", "date", "time") for _, _, k in tally.hits)  # a value, not a subject
+    answered = any(k in ("quantity", "date", "time") for _, _, k in tally.hits) or any(
+        in_topic(claim, f, sure=True) is False for f in tally.matched
+    )  # a value, or what the claim states of its subject: the rest reported not found is missing
     if refusal and (tally.missing or not tally.facts) and not answered:
         return "not_fulfilled", f"answer refuses or reports a failure ('{refusal}'); {summary}"
     evidence = Evidence(claim, answer, tally)
     terms = claim_terms(claim)
-    negations = negations_of(answer.text, terms, counts=not claim.quantities)
+    negations = negations_of(
+        answer.text, terms, counts=not claim.quantities, facts_at=[h[0] for h in tally.hits]
+    )
     claim_negated = first_negation(claim.text, terms)
     negation = negations[0] if negations else None
     if claim_negated and not negation:

@@ -30,6 +30,7 @@ _AUXILIARIES = (
     "made", "cost", "sold", "paid", "spent", "held", "kept", "left", "met", "sent", "got", "gave",
     "saw", "began", "built", "brought", "bought", "went", "came", "shut", "set", "put",
 )  # fmt: skip
+_SURE_VERB = re.compile(r"(?<![\w'/.#-])(?:" + "|".join(_AUXILIARIES) + r"|[a-z]{2,}ed)(?![\w'/.#-])")
 _COPULAS = {"is", "are", "was", "were", "has", "have", "had", "will", "would", "remains", "remained"}
 _VERB = re.compile(
     r"(?<![\w'/.#-])(?:"
@@ -38,9 +39,11 @@ _VERB = re.compile(
 )
 
 
-def verb_at(claim: Facts) -> int | None:
-    """Where the claim's verb starts, or None when none is found (then neither rule applies)."""
-    m = _VERB.search(claim.text)
+def verb_at(claim: Facts, *, sure: bool = False) -> int | None:
+    """Where the claim's verb starts, or None when none is found (then neither rule applies).
+    ``sure``: only an auxiliary, a listed verb or a word in -ed, not a word in -s ("The sum of the
+    **numbers** in numbers.txt is 42"), for the reading that says a fact is *stated*."""
+    m = (_SURE_VERB if sure else _VERB).search(claim.text)
     return m.start() if m else None
 
 
@@ -54,12 +57,12 @@ def _named(claim: Facts, fact: str) -> bool:
     return fact in claim.ids or any(" ".join(n) == fact for n in claim.names)
 
 
-def in_topic(claim: Facts, fact: str) -> bool | None:
+def in_topic(claim: Facts, fact: str, *, sure: bool = False) -> bool | None:
     """True: said before the claim's verb; False: after it; None: not placed. A name before an action
     verb is its doer ("Alice Nguyen leads Project Falcon"), part of what the claim states; it is the
     topic before a copula or "has", or where it names what a noun after it is ("the Redis cache
     holds", "the US Treasury yield closed")."""
-    verb, at = verb_at(claim), _place(claim, fact)
+    verb, at = verb_at(claim, sure=sure), _place(claim, fact)
     if verb is None or at is None:
         return None
     if at < verb and any(" ".join(n) == fact for n in claim.names):
