@@ -159,3 +159,31 @@ def test_an_estimate_is_uncommitted() -> None:
 )
 def test_not_saying_is_not_denying(claim: str, answer: str, label: str) -> None:
     assert JUDGE.judge_sync(claim, answer).label == label, JUDGE.judge_sync(claim, answer).reason
+
+
+@pytest.mark.parametrize(
+    ("claim", "answer", "label"),
+    [
+        # a speed in mph is a speed: 24 km/h is 14.9 mph
+        (
+            "The wind in Reno is 15 mph.",
+            "Reno right now: 61°F and clear, wind from the south at 24 km/h.",
+            "fulfilled",
+        ),
+        (
+            "The wind in Reno is 15 mph.",
+            "Reno right now: 61°F and clear, wind from the south at 40 km/h.",
+            "not_fulfilled",
+        ),
+        # a temperature converted and rounded to a whole degree on either scale
+        ("The overnight low in Boise was 28°F.", "Boise bottomed out at -2°C overnight.", "fulfilled"),
+        ("The overnight low in Boise was 28°F.", "Boise bottomed out at -6°C overnight.", "not_fulfilled"),
+        # a street written out
+        ("The office is at 40 Harbour St.", "The office is at 40 Harbour Street, second floor.", "fulfilled"),
+        # a compass letter is contradicted by another letter, not by a word
+        ("The depot is at 47.61° N, 122.33° W.", "The depot is at 47.61° N, 122.33° E.", "not_fulfilled"),
+    ],
+)
+def test_units_and_letters(claim: str, answer: str, label: str) -> None:
+    verdict = JUDGE.judge_sync(claim, answer)
+    assert verdict.label == label, verdict.reason

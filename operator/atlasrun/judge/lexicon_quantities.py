@@ -66,6 +66,7 @@ _UNIT_TABLE: dict[str, dict[tuple[str, ...], float]] = {
         ("mi", "mile", "miles"): 1609.344,
         ("ft", "foot", "feet"): 0.3048,
     },
+    "length/h": {("mph",): 1609.344, ("kph", "kmh"): 1000.0},  # as "80 km/h" reads (a rate)
     "time": {
         ("ms", "millisecond", "milliseconds"): 0.001,
         ("s", "sec", "secs", "second", "seconds"): 1.0,

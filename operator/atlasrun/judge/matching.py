@@ -90,10 +90,24 @@ def _original(identifier: str, text: str) -> str:
     return m.group(0) if m else identifier
 
 
+_STREET_WORDS = {
+    w: rf"(?:{a}\.?|{b})"
+    for a, b in (("st", "street"), ("ave", "avenue"), ("rd", "road"), ("blvd", "boulevard"), ("sq", "square"))
+    for w in (a, b)
+}
+
+
 def _name_span(name: list[str], answer: Facts) -> tuple[tuple[int, int] | None, bool]:
     """(where the name is, whether it is there whole). A one-letter last word ("Store A") must
     match in case; a multi-word name met by its last word alone is there only in part."""
     text, last = answer.text, name[-1]
+    if len(name) > 1 and last.rstrip(".").lower() in _STREET_WORDS:  # "Main St" is "Main Street"
+        spelled = (
+            r"\W+".join(re.escape(w) for w in name[:-1]) + r"\W+" + _STREET_WORDS[last.rstrip(".").lower()]
+        )
+        m = re.search(rf"(?<![^\W_]){spelled}(?![^\W_])", text, re.I)
+        if m:
+            return (m.start(), m.end()), True
     if len(last) <= 2:
         m = re.search(rf"\b{re.escape(' '.join(name))}\b", text)
         return ((m.start(), m.end()) if m else None), True
@@ -338,7 +352,8 @@ def _names(tally: Tally, claim: Facts, answer: Facts) -> None:
                 tally.undecided.append(("name", f"{what} given only as '{answer.text[span[0] : span[1]]}'"))
                 tally.matched.append(what)
             continue
-        rival = _slot_rival(rival_names, tally, answer, claim) if span is None else None
+        letters = [n for n in rival_names if len(n) == 1] if len(what) == 1 else rival_names
+        rival = _slot_rival(letters, tally, answer, claim) if span is None else None  # "E": "W", not "Berlin"
         if rival and in_topic(claim, what) and len(what) > 2 and not _named_in_part(name, answer.text):
             # the subject not named at all: another capitalised word there may be its name ("Jezero
             # Crater" for Mars, "Strategy workspace" for a Notion page), not proof of another subject

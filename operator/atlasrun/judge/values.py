@@ -61,9 +61,12 @@ def same(claim: Quantity, got: Quantity) -> bool:
         return c == g
     if (c < 0) != (g < 0):
         return False
+    if claim.dim == got.dim == "celsius":  # a whole degree on either scale: 1 °F is 0.56 °C
+        return abs(c - g) <= max(NUMBER_TOLERANCE * abs(c), _DEGREE_F)
     return abs(c - g) <= NUMBER_TOLERANCE * abs(c) + 1e-9
 
 
+_DEGREE_F = 5 / 9 + 1e-9
 _UNIT_NAMES: dict[str, list[str]] = {}
 for _name, (_dim, _) in UNITS.items():
     if len(_name) > 1 or _name in ("%",):
