@@ -187,3 +187,16 @@ def test_not_saying_is_not_denying(claim: str, answer: str, label: str) -> None:
 def test_units_and_letters(claim: str, answer: str, label: str) -> None:
     verdict = JUDGE.judge_sync(claim, answer)
     assert verdict.label == label, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("answer", "label"),
+    [
+        ("Heads-up: the museum does not open on Mondays, so plan the visit for Tuesday.", "fulfilled"),
+        ("The museum is open on Mondays from 10:00.", "not_fulfilled"),
+        ("The museum is not closed on Mondays.", "not_fulfilled"),
+    ],
+)
+def test_a_negated_opposite_affirms(answer: str, label: str) -> None:
+    verdict = JUDGE.judge_sync("The museum is closed on Mondays.", answer)
+    assert verdict.label == label, verdict.reason

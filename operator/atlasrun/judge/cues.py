@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from atlasrun.judge.evidence import Span, asks, sentences
 from atlasrun.judge.facts import Facts, stem
-from atlasrun.judge.lexicon_stance import DIRECTIONS, HEDGES, REFUSALS
+from atlasrun.judge.lexicon_stance import DIRECTIONS, HEDGES, OPPOSITE_STATES, REFUSALS
 from atlasrun.judge.lexicon_words import STOPWORDS
 
 NEGATION = re.compile(r"^(?:not|never|no|none|nothing|nor|neither|zero|0|\w+n't)$")  # "0 failed": none
@@ -42,6 +42,8 @@ OTHERS_FAILING = re.compile(
 AFFIRMS = re.compile(
     r"\b(?:yes|yep|correct|indeed|confirmed|that's it|exactly|that's right)\b|^\W*right\b", re.I | re.M
 )
+# A word under a negation ("does not open", "isn't yet public"): never a direction word of its own.
+NEGATED_WORD = re.compile(r"\b(?:not|never|\w+n't)\s+(?:(?:be|been|yet)\s+)?\w+", re.I)
 _CLAUSE_BREAK = {".", ",", ";", ":", "!", "?", "but", "though", "although", "however", "while"}
 RELATION_SHARE = 0.5  # of the claim's content words, said in the sentences of its facts
 
@@ -64,6 +66,7 @@ def negations_of(
     """Every sentence of ``text`` with a negation cue applying to one of the claim's terms (``counts``:
     "0 failed" and "zero errors" negate too; not for a claim with figures, compared as figures)."""
     found: list[tuple[str, Span]] = []
+    opposed = _opposites(terms)
     for span in sentences(text):
         sentence = _UNABLE.sub(" unable ", HEDGE_PHRASES.sub(" hedge ", text[span[0] : span[1]].lower()))
         if not any(span[0] <= at < span[1] for at in facts_at):
@@ -78,7 +81,7 @@ def negations_of(
                 "no longer" if token == "no" and i + 1 < len(tokens) and tokens[i + 1] == "longer" else token
             )
             for nxt in tokens[i + 1 : i + 6]:
-                if nxt in _CLAUSE_BREAK:
+                if nxt in _CLAUSE_BREAK or stem(nxt) in opposed:  # "does not open": closed, as claimed
                     break
                 if nxt in terms or has_stem(terms, stem(nxt)):
                     found.append((f"{cue} {nxt}", span))
@@ -86,6 +89,16 @@ def negations_of(
             if found and found[-1][1] == span:
                 break
     return found
+
+
+def _opposites(terms: set[str]) -> set[str]:
+    """Stems of the words opposite to a claim term ("open" for "closed"): negated, they affirm it."""
+    found: set[str] = set()
+    for a, b in (*DIRECTIONS, *OPPOSITE_STATES):
+        for side, other in ((a, b), (b, a)):
+            if any(" " not in w and stem(w) in terms for w in side):
+                found |= {stem(w) for w in other if " " not in w}
+    return found - terms
 
 
 _DIRECTION_OF: dict[str, list[tuple[int, int]]] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from atlasrun.judge.cues import NEGATED_WORD
 from atlasrun.judge.facts import Facts
 from atlasrun.judge.lexicon_stance import DIRECTIONS
 
@@ -42,7 +43,7 @@ _COMPASS = {"north", "northern", "south", "southern", "east", "eastern", "west",
 def opposite_word(claim: Facts, text: str) -> str | None:
     """A word of the opposite direction to one of the claim's (public/private), anywhere."""
     claim_words = _direction_words(claim.text)
-    words = _direction_words(text)
+    words = _direction_words(NEGATED_WORD.sub(" ", text))
     for up, down in DIRECTIONS:
         for mine, other in ((up, down), (down, up)):
             if mine & claim_words and other & words:

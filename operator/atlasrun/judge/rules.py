@@ -12,6 +12,7 @@ from atlasrun.judge.cues import (
     AFFIRMS,
     HEDGE_CUES,
     HEDGE_PHRASES,
+    NEGATED_WORD,
     NEGATION,
     OTHERS_FAILING,
     REFUSAL_CUES,
@@ -145,6 +146,7 @@ def _direction_conflict(claim: Facts, answer: Facts, evidence: Evidence | None) 
             subject.append(first.lower())  # "North's revenue": a name, as the answer writes it too
         about = [s for s in evidence.sentences if all(n in s.lower() for n in subject if n)]
         text = " ".join(about)
+    text = NEGATED_WORD.sub(" ", text)  # "does not open": no opposite of "closed"
     words = [w.lower().strip(".,;:!?'\"()") for w in re.findall(r"[\w'./#-]+", text)]
     answer_dirs = direction_words(words, text)
     for pair, side in sorted(direction_words(claim.words, claim.text)):
