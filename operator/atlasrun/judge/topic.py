@@ -11,7 +11,10 @@ value but does not repeat the subject's name ("The image is 142 MB" for "The Doc
 
 The verb is found without a parser: the first auxiliary, copula or common irregular verb, or the
 first lower-case word ending in -s or -ed. Finding it too early ("The **sales** numbers rose")
-leaves fewer facts in the topic, so both rules then apply less often, never wrongly more often.
+leaves fewer facts in the topic, so the two rules here apply less often, never wrongly more often;
+where a fact found must be one the claim *states* (a refusal then leaves the claim partly covered,
+``judge.rules``), a word in -s does not count as the verb (``verb_at(sure=True)``). A name before
+an action verb is its doer, part of what the claim states (``in_topic``).
 """
 
 from __future__ import annotations
