@@ -227,3 +227,22 @@ def test_bad_grades_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     grades.write_text("".join(json.dumps({"id": i, "label": "fulfilled"}) + "\n" for i in ("a", "b", "c")))
     assert main(["judge-eval", str(labels), "--against", str(grades)]) == 0
     assert "columns: second grader" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("judge_labels*.jsonl")), ids=lambda p: p.stem)
+def test_the_rules_never_fault_on_any_labelled_text(path: Path) -> None:
+    """Every pair of every set, the blind ones included (only faults are read here, never a label):
+    a fault in the rules would be that claim's judge failure in a run."""
+    from atlasrun.judge.deterministic import DeterministicJudge
+
+    judge = DeterministicJudge()
+    faults = [(p.id, str(e)) for p in load_labels(path) if (e := _fault(judge, p.claim, p.answer))]
+    assert not faults, faults[:3]
+
+
+def _fault(judge: Any, claim: str, answer: str) -> Exception | None:
+    try:
+        judge.judge_sync(claim, answer)
+    except Exception as exc:  # the judge's async entry point turns this into a failed verdict
+        return exc
+    return None

@@ -5,6 +5,8 @@ given the other way round ("8 of 3"), and an answer that calls its own figure an
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from atlasrun.judge.deterministic import VERSION, DeterministicJudge
@@ -200,3 +202,24 @@ def test_units_and_letters(claim: str, answer: str, label: str) -> None:
 def test_a_negated_opposite_affirms(answer: str, label: str) -> None:
     verdict = JUDGE.judge_sync("The museum is closed on Mondays.", answer)
     assert verdict.label == label, verdict.reason
+
+
+def test_a_rival_figure_right_after_a_comma() -> None:
+    """A figure's span opens with the space before it; after ", " that space is in no clause (this
+    raised StopIteration inside the rules, found by blind set 7)."""
+    verdict = JUDGE.judge_sync(
+        "The events table holds 48 million rows.",
+        "The events table holds 48 million rows, 31 million events are archived.",
+    )
+    assert verdict.label == "fulfilled", verdict.reason
+
+
+def test_a_fault_in_the_rules_is_a_failed_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(claim: str, response: str) -> None:
+        raise StopIteration
+
+    judge = DeterministicJudge()
+    monkeypatch.setattr(judge, "judge_sync", broken)
+    verdict = asyncio.run(judge.judge("The job took 4 minutes.", "4 minutes."))
+    assert verdict.label is None and verdict.error is not None
+    assert "deterministic judge fault: StopIteration" in verdict.error

@@ -108,7 +108,12 @@ class DeterministicJudge:
         self.info = JudgeInfo(name=name, kind="deterministic", version=VERSION)
 
     async def judge(self, claim: str, response: str) -> ClaimVerdict:
-        return self.judge_sync(claim, response)
+        """``judge_sync``; a fault in the rules on some text is this claim's judge failure (reported,
+        never scored), not the run's."""
+        try:
+            return self.judge_sync(claim, response)
+        except Exception as exc:  # any fault of the rules, named in the verdict
+            return ClaimVerdict.failed(claim, f"deterministic judge fault: {type(exc).__name__}: {exc}")
 
     def judge_sync(self, claim: str, response: str) -> ClaimVerdict:
         outcome = self._gated(claim, response)

@@ -60,9 +60,9 @@ def _of_something_else(claim: Facts, answer: Facts, value: Quantity, hit_nouns: 
     its clause names another entity (a name, an id or a year the claim does not), it counts another
     thing (the noun after it is no word of the claim's), or it is a total where the claim is not."""
     text = answer.text
-    span = next(
-        c for c in clauses(text, sentence_at(sentences(text), value.start)) if c[0] <= value.start <= c[1]
-    )
+    at = value.start + len(text[value.start : value.end]) - len(text[value.start : value.end].lstrip())
+    parts = clauses(text, sentence_at(sentences(text), at))  # a figure's span may open with a space
+    span = next((c for c in parts if c[0] <= at <= c[1]), parts[-1])
     clause = text[span[0] : span[1]]
     claim_low = claim.text.lower()
     names = {" ".join(n).lower() for n in answer.names}
