@@ -49,6 +49,9 @@ def transposed(claim: Quantity, got: Quantity) -> bool:
     )
 
 
+_DEGREE_F = 5 / 9 + 1e-9  # one degree Fahrenheit, in the celsius dimension's unit
+
+
 def same(claim: Quantity, got: Quantity) -> bool:
     if not comparable(claim, got) or transposed(claim, got):
         return False
@@ -66,7 +69,6 @@ def same(claim: Quantity, got: Quantity) -> bool:
     return abs(c - g) <= NUMBER_TOLERANCE * abs(c) + 1e-9
 
 
-_DEGREE_F = 5 / 9 + 1e-9
 _UNIT_NAMES: dict[str, list[str]] = {}
 for _name, (_dim, _) in UNITS.items():
     if len(_name) > 1 or _name in ("%",):

@@ -36,14 +36,15 @@ class LabelledPair(BaseModel):
     category: str | None = None
 
 
-def load_labels(path: Path) -> list[LabelledPair]:
-    """Every line of a labels file; a bad line is an error naming the line, id and field."""
+def _records(path: Path, what: str) -> tuple[list[tuple[int, Any]], list[str]]:
+    """(line number, JSON value) of every non-blank line of a JSONL file, a first line that is an
+    object with only a ``_comment`` key (a header saying what the file is) left out; and an error
+    for each line that is not JSON."""
     if not path.exists():  # anything else that is not a regular file: read_user_file names its kind
-        raise InputError("labels file not found", where=str(path))
-    pairs: list[LabelledPair] = []
+        raise InputError(f"{what} not found", where=str(path))
+    text = decode(read_user_file(path, what, DOCUMENT_LIMIT), str(path))
+    records: list[tuple[int, Any]] = []
     errors: list[str] = []
-    seen: set[str] = set()
-    text = decode(read_user_file(path, "labels file", DOCUMENT_LIMIT), str(path))
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -53,7 +54,17 @@ def load_labels(path: Path) -> list[LabelledPair]:
             errors.append(f"line {number}: not JSON ({exc})")
             continue
         if number == 1 and isinstance(raw, dict) and set(raw) == {"_comment"}:
-            continue  # a header saying what the set is for
+            continue
+        records.append((number, raw))
+    return records, errors
+
+
+def load_labels(path: Path) -> list[LabelledPair]:
+    """Every line of a labels file; a bad line is an error naming the line, id and field."""
+    records, errors = _records(path, "labels file")
+    pairs: list[LabelledPair] = []
+    seen: set[str] = set()
+    for number, raw in records:
         ident = raw.get("id", "?") if isinstance(raw, dict) else "?"
         try:
             pair = LabelledPair.model_validate(raw)
@@ -66,6 +77,7 @@ def load_labels(path: Path) -> list[LabelledPair]:
         seen.add(pair.id)
         pairs.append(pair)
     if errors:
+        errors.sort(key=_line_order)
         raise InputError(
             "; ".join(errors[:10]) + (f" (+{len(errors) - 10} more)" if len(errors) > 10 else ""),
             where=str(path),
@@ -87,24 +99,14 @@ class Grade(BaseModel):
 def load_grades(path: Path, pairs: Sequence[LabelledPair]) -> dict[str, Label]:
     """A second grader's labels (JSONL ``{"id", "label"}``) for exactly the pairs of a labels file;
     a bad line, an unknown id or a pair left unlabelled is an error naming it."""
-    if not path.exists():
-        raise InputError("grades file not found", where=str(path))
-    text = decode(read_user_file(path, "grades file", DOCUMENT_LIMIT), str(path))
+    records, errors = _records(path, "grades file")
     grades: dict[str, Label] = {}
-    errors: list[str] = []
     wanted = {p.id for p in pairs}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, raw in records:
         try:
-            raw: Any = json.loads(line)
-            if number == 1 and isinstance(raw, dict) and set(raw) == {"_comment"}:
-                continue  # a header saying who graded
             grade = Grade.model_validate(raw)
-        except ValueError as exc:  # not JSON, or not a grade (pydantic's ValidationError is one)
-            errors.append(
-                f"line {number}: {format_validation(exc) if isinstance(exc, ValidationError) else f'not JSON ({exc})'}"
-            )
+        except ValidationError as exc:
+            errors.append(f"line {number}: {format_validation(exc)}")
             continue
         if grade.id not in wanted:
             errors.append(f"line {number}: id {grade.id} is not in the labels file")
@@ -115,8 +117,14 @@ def load_grades(path: Path, pairs: Sequence[LabelledPair]) -> dict[str, Label]:
     if missing:
         errors.append(f"{len(missing)} pair(s) not graded: {', '.join(missing[:5])}")
     if errors:
-        raise InputError("; ".join(errors[:10]), where=str(path))
+        raise InputError("; ".join(sorted(errors, key=_line_order)[:10]), where=str(path))
     return grades
+
+
+def _line_order(error: str) -> int:
+    """Errors in the order of their lines (a file's JSON errors are found before its field errors)."""
+    number = error.split(" ", 2)[1].rstrip(":,") if error.startswith("line ") else ""
+    return int(number) if number.isdigit() else 1 << 30
 
 
 def compare_graders(name: str, pairs: Sequence[LabelledPair], grades: dict[str, Label]) -> JudgeEval:
