@@ -212,7 +212,7 @@ def test_each_class(claim: str, answer: str, expected: str) -> None:
 
 def test_an_abstention_is_typed_and_never_scored() -> None:
     verdict = judge.judge_sync(
-        "The latest stable version is 4.2.1.", "Die neueste stabile Version ist 4.2.1 laut der Seite."
+        "The latest stable version is 4.2.1.", "Die neueste stabile Version ist nicht 4.2.1 laut der Seite."
     )
     assert isinstance(verdict.abstention, Abstention) and verdict.uncertain and verdict.error is None
     labelled = judge.judge_sync("The latest stable version is 4.2.1.", "The latest stable version is 4.2.1.")

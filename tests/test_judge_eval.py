@@ -51,7 +51,7 @@ def test_abstentions_are_counted_apart_and_as_wrong(
         {
             "id": "c",
             "claim": "The sum is 42",
-            "answer": "La somme est 42 selon le fichier.",
+            "answer": "La somme n'est pas 42 selon le fichier.",
             "label": "partially_fulfilled",
         },
     ]

@@ -93,8 +93,9 @@ def test_each_class(claim: str, answer: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("name", "precision", "accuracy", "abstention"),
     # dev5's abstention 0.28 -> 0.29 with deterministic/8: a capitalised word where the claim's subject
-    # goes unnamed is no longer a decisive fail (its accuracy 0.693 -> 0.735)
-    [("judge_labels_dev5.jsonl", 0.88, 0.73, 0.29), ("judge_labels_dev6.jsonl", 0.78, 0.69, 0.32)],
+    # goes unnamed is no longer a decisive fail (its accuracy 0.693 -> 0.735); dev6's 0.32 -> 0.33 with
+    # deterministic/10: wrong fails on misread figures became abstentions (its accuracy 0.718 -> 0.750)
+    [("judge_labels_dev5.jsonl", 0.90, 0.78, 0.29), ("judge_labels_dev6.jsonl", 0.80, 0.74, 0.33)],
 )
 def test_formerly_blind_figures(
     name: str, precision: float, accuracy: float, abstention: float, capsys: pytest.CaptureFixture[str]

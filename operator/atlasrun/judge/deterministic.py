@@ -64,23 +64,41 @@ Since ``deterministic/9``, not saying is not denying: "the email doesn't include
 "I couldn't load the rest" reports a detail missing (partially fulfilled when what the claim states
 of its subject is given), unless the negated verb is the claim's own or the sentence holds the
 claim's own facts ("the timetable didn't return any Split-Hvar sailings").
+
+Since ``deterministic/10``, figures are read as answers write them (``judge.reading_quantities``):
+durations to the second ("14 min 32 s", "finished in 2:05:42": a clock-written claim is met to the
+second), a currency's hundredths ("24 cents"), "bn"/"Millionen" scales, basis points, one speed in
+m/s, km/h or mph, a release number after a product name ("Python 3.11") compared exactly; a bare
+figure is no rival of a measure ("magnitude 6.4" and "10 km"). Other languages' month names (day
+first), counts (in the absent-figure check) and place names (``judge.lexicon_places``) are read, and an
+answer in another Latin-script language is passed when the English rules pass it on a figure, date,
+time or id of the claim, no other value is said of the claim's subject and no negation or reversal
+of that language stands in the sentences of its facts (``_read_anyway``); else it stays abstained. A
+qualifier of the claim said right before the match only ("p95 was 182 ms") keeps another value from a
+decisive fail; one said only with another value, while the match is said with a word the claim does
+not have ("the median was $84.17, the mean $97.60"), makes the pass uncertain (``judge.slots``).
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable
 
 from atlasrun.judge import slots
 from atlasrun.judge.attributed import attributed
 from atlasrun.judge.base import Abstention, ClaimVerdict, JudgeInfo, Label
 from atlasrun.judge.compound import Outcome, claim_parts, every_part, label_of
+from atlasrun.judge.evidence import sentence_at, sentences
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts
 from atlasrun.judge.gate import doubt
+from atlasrun.judge.lexicon_words import FOREIGN_NEGATIONS
 from atlasrun.judge.located import located
 from atlasrun.judge.matching import tally_facts
 from atlasrun.judge.placed import placed
 from atlasrun.judge.reading import read
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
 
-VERSION = "deterministic/9"
+VERSION = "deterministic/10"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
 
 
@@ -133,7 +151,7 @@ class DeterministicJudge:
         value clearly another subject's: a decisive fail)."""
         outcome = self._checked(claim, response, resolved=False)
         if isinstance(outcome, Abstention) and outcome.kind == "language":
-            return outcome
+            return _read_anyway(outcome, claim, response, self._checked)
         if isinstance(outcome, Abstention) or outcome[0] == "fulfilled":
             claim_facts, answer = read(claim, claim=True), read(response)
             elsewhere = slots.outslotted(claim_facts, answer)
@@ -153,8 +171,8 @@ class DeterministicJudge:
                 outcome = self._checked(claim, response, resolved=True)
         return outcome
 
-    def _checked(self, claim: str, response: str, resolved: bool) -> Outcome:
-        outcome = verdict(claim, response, resolved)
+    def _checked(self, claim: str, response: str, resolved: bool, any_language: bool = False) -> Outcome:
+        outcome = verdict(claim, response, resolved, any_language)
         if isinstance(outcome, tuple) and outcome[0] == "fulfilled":
             claim_facts, answer = read(claim, claim=True), read(response)
             doubted = doubt(claim_facts, answer, tally_facts(claim_facts, answer), resolved)
@@ -165,6 +183,30 @@ class DeterministicJudge:
             else:
                 outcome = _located(outcome, claim_facts, answer, resolved)
         return outcome
+
+
+def _read_anyway(
+    abstained: Abstention, claim: str, response: str, checked: Callable[..., Outcome]
+) -> Outcome:
+    """An answer in another Latin-script language, read by the English rules: only a pass that
+    survives every check counts, on language-independent evidence (a figure, date, time or id of the
+    claim found, with no other value of its kind said of the claim's subject), in sentences without a
+    negation or reversal of that language; the language's grammar is not read, so anything else
+    stays an abstention."""
+    if "answer" not in abstained.reason or "script" in abstained.reason:
+        return abstained
+    outcome = checked(claim, response, resolved=False, any_language=True)
+    if not (isinstance(outcome, tuple) and outcome[0] == "fulfilled"):
+        return abstained
+    claim_facts, answer = read(claim, claim=True), read(response)
+    hits = [(s, e) for s, e, kind in tally_facts(claim_facts, answer).hits if kind != "name"]
+    if not hits or slots.outslotted(claim_facts, answer) or slots.contested(claim_facts, answer):
+        return abstained
+    spans = sentences(answer.text)
+    said = " ".join(answer.text[slice(*sentence_at(spans, s))] for s, _ in hits).lower()
+    if FOREIGN_NEGATIONS & set(re.findall(r"[^\W\d_]+", said)):
+        return abstained
+    return "fulfilled", f"{outcome[1]} (answer in another language: its figures and names read)"
 
 
 def _located(passed: tuple[Label, str], claim: Facts, answer: Facts, resolved: bool) -> Outcome:

@@ -155,6 +155,13 @@ FOREIGN_MARKERS = {
     # Dutch
     "het", "een", "niet", "van", "voor", "op", "zijn", "werd",
 }  # fmt: skip
+# Negations and reversals of those languages: a sentence with one is not read without its grammar
+FOREIGN_NEGATIONS = {
+    "nicht", "kein", "keine", "keinen", "keiner", "nie", "niemals", "nein", "ne", "pas", "non", "jamais",
+    "aucun", "aucune", "ni", "no", "nunca", "ningún", "ninguna", "ningun", "tampoco", "não", "nem",
+    "nenhum", "nenhuma", "mai", "nessun", "nessuno", "nessuna", "niet", "geen", "nooit",
+    "sondern", "mais", "pero", "sino", "ma", "maar", "aber", "statt", "anstatt", "plutôt",
+}  # fmt: skip
 
 # Converse relations: "A manages B" says what "B reports to A" says (stems compared).
 CONVERSES: list[tuple[str, str]] = [

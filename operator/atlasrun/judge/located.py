@@ -23,6 +23,7 @@ import re
 from atlasrun.judge.base import Abstention, Label
 from atlasrun.judge.evidence import Span, clauses, in_context, sentence_at, sentences
 from atlasrun.judge.facts import Facts, stem
+from atlasrun.judge.lexicon_quantities import FOREIGN_NUMBER_WORDS
 from atlasrun.judge.lexicon_stance import OPPOSITE_STATES
 from atlasrun.judge.lexicon_words import STOPWORDS
 from atlasrun.judge.measured import counts_another, disagrees, rough
@@ -218,4 +219,12 @@ def absent_figures(claim: Facts, answer: Facts, tally: Tally) -> list[str]:
     wrong = [w.split(" (answer")[0] for w in tally.contradicted]
     absent = [w for w in tally.missing + wrong if re.search(r"\d", w)]
     digits = re.sub(r"\D", "", answer.text)
-    return [w for w in absent if re.sub(r"\D", "", w) not in digits]
+    words = set(re.findall(r"[^\W\d_]+", answer.text.lower()))
+
+    def stated(figure: str) -> bool:
+        figure = re.sub(r"\b(\d{1,2}):00\b", r"\1", figure)  # 19:00 as "19 h", "19 Uhr"
+        count = re.fullmatch(r"\D*(\d+)\D*", figure)
+        spelled = FOREIGN_NUMBER_WORDS.get(int(count.group(1)), ()) if count else ()
+        return re.sub(r"\D", "", figure) in digits or bool(words.intersection(spelled))
+
+    return [w for w in absent if not stated(w)]

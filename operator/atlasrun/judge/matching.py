@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from atlasrun.judge.evidence import sentence_at, sentences, stems_of, table_cell
 from atlasrun.judge.facts import Facts, Quantity, stem
+from atlasrun.judge.lexicon_places import OTHER_NAMES
 from atlasrun.judge.rivals import (
     Tally,
     check_moves,
@@ -122,6 +123,10 @@ def _name_span(name: list[str], answer: Facts) -> tuple[tuple[int, int] | None, 
         m = re.search(rf"(?<![^\W_]){initials}(?![^\W_])", text)
         if m:
             return (m.start(), m.end()), True
+    for other in OTHER_NAMES.get(" ".join(name).lower(), ()):  # "München" for Munich
+        m = re.search(rf"(?<![^\W_]){re.escape(other)}(?![^\W_])", text, re.I)
+        if m:
+            return (m.start(), m.end()), True
     m = re.search(rf"(?<![^\W_]){re.escape(last)}(?![^\W_])", text, re.I)  # also inside "Asia/Tokyo"
     if m is None and len(last) >= 4:
         m = re.search(rf"(?<![^\W_]){re.escape(last)}\w*", text, re.I)
@@ -190,7 +195,8 @@ def _quantities(tally: Tally, claim: Facts, answer: Facts) -> None:
             for g in answer.quantities + answer.ranges
             if comparable(q, g) and g.exact == q.exact and not any(same(c, g) for c in claim.quantities)
         ]
-        others = [g for g in others if same_thing(q, g, answer, claim)]
+        # a bare figure ("a magnitude of 6.4", "3 nodes") is not contradicted by a measure ("10 km")
+        others = [g for g in others if same_thing(q, g, answer, claim) and not (q.dim is None and g.dim)]
         tally.add(q.text, bool(hits), others[0].text if others and not hits else None)
         if hits:
             tally.hits.extend((h.start, h.end, "quantity") for h in hits)

@@ -19,6 +19,7 @@ from atlasrun.judge.reading_dates import read_dates, read_times
 from atlasrun.judge.reading_quantities import (
     delocalize,
     merge_durations,
+    read_clock_durations,
     read_quantities,
     rewrite_number_words,
 )
@@ -43,13 +44,14 @@ def _read(text: str, claim: bool) -> Facts:
         for m in _QUOTED.finditer(work):
             facts.quoted.append(m.group(1).strip().lower())
             work = blank(work, m.start(), m.end())
+    durations, work = read_clock_durations(work)
     facts.dates, work = read_dates(work)
     facts.times, work = read_times(work)
     facts.ids, work = read_ids(work)
     work = rewrite_number_words(work)
     range_spans = [(m.start(), m.end() + 40) for m in _RANGE.finditer(work)]
     quantities, work = read_quantities(work)
-    for q in quantities:
+    for q in sorted(durations + quantities, key=lambda q: q.start):
         in_range = any(s <= q.start < e for s, e in range_spans)
         (facts.ranges if in_range else facts.quantities).append(q)
     for d in facts.dates:

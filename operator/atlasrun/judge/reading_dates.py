@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 
 from atlasrun.judge.facts import Date, Time, blank, blank_all
-from atlasrun.judge.lexicon_calendar import MONTHS
+from atlasrun.judge.lexicon_calendar import FOREIGN_MONTHS, MONTHS
 from atlasrun.judge.zones import zone_at
 
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+_FOREIGN_MONTH = "|".join(sorted(FOREIGN_MONTHS, key=len, reverse=True))
 _DATE_PATTERNS = [
     (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", re.I), "ymd"),
     (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b"), "dmy/"),
@@ -21,6 +22,12 @@ _DATE_PATTERNS = [
     ),
     (re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?", re.I), "mdy"),
     (re.compile(rf"\b({_MONTH})\.?\s+(\d{{4}})\b", re.I), "my"),
+    (
+        re.compile(
+            rf"\b(\d{{1,2}})(?:\.|er)?\s+(?:de\s+)?({_FOREIGN_MONTH})\b(?:\s+(?:de\s+)?(\d{{4}})\b)?", re.I
+        ),
+        "dmy*",
+    ),
 ]
 _TIME_12 = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?\s?m\b\.?", re.I)
 # Also inside ISO timestamps (2024-03-18T14:30:00); never a UTC offset (+05:30).
@@ -48,6 +55,8 @@ def read_dates(text: str) -> tuple[list[Date], str]:
                     day, month = (b, a) if b > 12 else (a, b)
                 elif kind == "dmy":
                     day, month, year = int(g[0]), MONTHS[g[1].lower()], int(g[2]) if g[2] else None
+                elif kind == "dmy*":
+                    day, month, year = int(g[0]), FOREIGN_MONTHS[g[1].lower()], int(g[2]) if g[2] else None
                 elif kind == "mdy":
                     month, day, year = MONTHS[g[0].lower()], int(g[1]), int(g[2]) if g[2] else None
                 else:

@@ -9,20 +9,25 @@ import re
 
 from atlasrun.judge.facts import Quantity, blank
 from atlasrun.judge.lexicon_quantities import (
+    BASIS_POINTS,
     CURRENCIES,
+    CURRENCY_SIGNS,
     NUMBER_PHRASES,
     PERCENT_UNITS,
     SCALE_WORDS,
     SCALES,
     SMALL_NUMBERS,
+    SUBUNITS,
     TENS,
     UNITS,
+    UNSPACED_SCALES,
 )
 
 _NUMBER = re.compile(
-    r"(?<![\w.#/])(-(?=[$€£]?\d))?([$€£])?\s?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?: \d{3})+(?!\d|\.\d)|\d+(?:\.\d+)?|\.\d+)"
+    rf"(?<![\w.#/])(-(?=[{CURRENCY_SIGNS}]?\d))?([{CURRENCY_SIGNS}])?\s?"
+    r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?: \d{3})+(?!\d|\.\d)|\d+(?:\.\d+)?|\.\d+)"
 )
-_UNIT_WORD = re.compile(r"\s?(°\s?[cf]\b|[a-z%]+(?:\s(?:cent|points?|celsius|fahrenheit))?)", re.I)
+_UNIT_WORD = re.compile(r"\s?(°\s?[cf]\b|¢|[a-zäöüéèáíóú%]+(?:\s(?:cent|points?|celsius|fahrenheit))?)", re.I)
 
 
 # Locale-aware numbers, rewritten to plain figures before anything else reads them: a decimal comma
@@ -33,19 +38,50 @@ _DECIMAL_COMMA = re.compile(r"(?<![\w.,/:-])(\d+),(\d{1,2}|\d{4,})(?![\d,])")  #
 _DOT_THOUSANDS = re.compile(r"(?<![\w.,])(\d{1,3}(?:\.\d{3}){2,})(?![\d.,])")
 
 
+_AND = r"\s?,?\s?(?:and\s)?"
 _COMPOUND_DURATION = re.compile(
-    r"\b(\d{1,3})\s?(?:h|hrs?|hours?)\s?(?:and\s)?(\d{1,2})\s?(?:m|mins?|minutes?)\b", re.I
+    rf"\b(?:(\d{{1,3}})\s?(?:h|hrs?|hours?){_AND})?(\d{{1,3}})\s?(?:m|mins?|minutes?)\b"
+    rf"(?:{_AND}(\d{{1,2}})\s?(?:s|secs?|seconds?)\b)?",
+    re.I,
 )
 
 
 def merge_durations(text: str) -> str:
-    """ "1h 30m", "2 hours 15 minutes": one figure in minutes, in the same place (positions kept)."""
+    """ "1h 30m", "2 hours, 15 minutes", "14 min 32 s": one figure (minutes; seconds when the
+    seconds are given), in the same place (positions kept)."""
 
     def total(m: re.Match[str]) -> str:
-        figure = f"{int(m.group(1)) * 60 + int(m.group(2))} min"
+        hours, minutes, seconds = (int(g) if g else None for g in m.groups())
+        if hours is None and seconds is None:
+            return m.group(0)
+        if seconds is None:
+            figure = f"{(hours or 0) * 60 + (minutes or 0)} min"
+        else:
+            figure = f"{((hours or 0) * 60 + (minutes or 0)) * 60 + seconds} s"
         return figure.ljust(len(m.group(0))) if len(figure) <= len(m.group(0)) else m.group(0)
 
     return _COMPOUND_DURATION.sub(total, text)
+
+
+def read_clock_durations(text: str) -> tuple[list[Quantity], str]:
+    """Durations written as a clock ("finished in 2:05:42"), read before times of day are."""
+    found = []
+    for m in _CLOCK_DURATION.finditer(text):
+        seconds = (int(m.group(2)) * 60 + int(m.group(3))) * 60 + int(m.group(4))
+        start, end = m.start(2), m.end()
+        found.append(Quantity(seconds, seconds, "time", False, text[start:end], start, end))
+    for q in found:
+        text = blank(text, q.start, q.end)
+    return found, text
+
+
+# "finished in 2:05:42", "a runtime of 1:58:10": hours, minutes and seconds of a duration, not a
+# time of day (that one is said "at 14:30:00")
+_CLOCK_DURATION = re.compile(
+    r"(\b(?:in|of|took|takes|lasted|lasts|time|duration|length|runtime|finish|finished):?\s)"
+    r"(\d{1,2}):([0-5]\d):([0-5]\d)\b(?!\s?(?:am|pm|utc|gmt)\b)",
+    re.I,
+)
 
 
 def delocalize(text: str) -> str:
@@ -92,11 +128,12 @@ def rewrite_number_words(text: str) -> str:
     return _COMPOUND.sub(compound, text)
 
 
-_SIGN_AFTER = re.compile(r"\s?([$€£])")  # "20 $": the currency after the figure
+_SIGN_AFTER = re.compile(rf"\s?([{CURRENCY_SIGNS}])")  # "20 $": the currency after the figure
 
 
 def read_quantities(text: str) -> tuple[list[Quantity], str]:
     found: list[Quantity] = []
+    in_euros = bool(re.search(r"€|\beuros?\b", text, re.I))  # before any figure is blanked
     for m in _NUMBER.finditer(text):
         sign, currency, digits = m.groups()
         number = float(digits.replace(",", "").replace(" ", "")) * (-1 if sign else 1)
@@ -114,7 +151,7 @@ def read_quantities(text: str) -> tuple[list[Quantity], str]:
                 scale = None
             if scale == "b" and word == "b":
                 scale = None
-            if scale and (unit.start(1) == end or len(low) > 2 or word.isupper() or currency):
+            if scale and (unit.start(1) == end or low not in UNSPACED_SCALES or word.isupper() or currency):
                 number *= SCALES[scale]
                 value = number
                 end = unit.end()
@@ -126,6 +163,11 @@ def read_quantities(text: str) -> tuple[list[Quantity], str]:
         if sign_after and not money:
             money, end = CURRENCIES[sign_after.group(1)], sign_after.end()
             unit = None
+        sub = unit.group(1).split(" ")[0].lower() if unit else ""
+        if sub in SUBUNITS and not money:  # "24 cents": $0.24
+            money = "EUR" if SUBUNITS[sub] == "USD" and in_euros else SUBUNITS[sub]
+            number /= 100
+            value, end, unit = number, unit.start(1) + len(sub), None  # type: ignore[union-attr]
         if unit and unit.group(1).split(" ")[0].lower() in CURRENCIES:
             money = CURRENCIES[unit.group(1).split(" ")[0].lower()]
             end = unit.start(1) + len(unit.group(1).split(" ")[0])
@@ -133,7 +175,11 @@ def read_quantities(text: str) -> tuple[list[Quantity], str]:
         if unit:
             low = re.sub(r"\s+", " ", unit.group(1).lower().replace("° ", "°"))
             first = low.split(" ")[0]
-            if low in PERCENT_UNITS or first in PERCENT_UNITS:
+            if low in BASIS_POINTS or first in BASIS_POINTS:  # "3 bps": 0.03%
+                key = low if low in BASIS_POINTS else first
+                number = value = number / 100
+                dim, end = "percent", unit.start(1) + len(key)
+            elif low in PERCENT_UNITS or first in PERCENT_UNITS:
                 dim, value, end = (
                     "percent",
                     number,
@@ -149,19 +195,26 @@ def read_quantities(text: str) -> tuple[list[Quantity], str]:
                 end = unit.start(1) + len(key)
                 rate = _PER.match(text, end)
                 if rate:  # 80 km/h is a speed, not a length
-                    dim, end = f"{dim}/{rate.group(1)}", rate.end()
-        before = re.findall(r"[a-z#.]+", text[max(0, m.start() - 12) : m.start()].lower())
+                    per = rate.group(1).lower()
+                    if dim == "length" and per in _PER_HOUR:  # 6.7 m/s, 15 mph: one speed
+                        dim, value = "length/h", value * _PER_HOUR[per]
+                    else:
+                        dim = f"{dim}/{rate.group(1)}"
+                    end = rate.end()
+        before = re.findall(r"[a-z#.]+", text[max(0, m.start() - 16) : m.start()].lower())
         after = re.findall(r"[a-z]+", text[end : end + 12].lower())[:1]
         is_code = digits.isdigit() and (
             (bool(before) and before[-1].rstrip(".") in CODE_WORDS)
             or after in (["status"], ["error"], ["code"])
         )
+        release = (
+            bool(before) and before[-1].rstrip(".") in RELEASE_WORDS and bool(_RELEASE.fullmatch(digits))
+        )
         exact = (
             dim is None
             and not scaled
             and not money
-            and digits.isdigit()
-            and (is_code or 1900 <= number <= 2100)
+            and ((digits.isdigit() and (is_code or 1900 <= number <= 2100)) or release)
         )
         found.append(
             Quantity(value, number, dim, exact, text[m.start() : end].strip(), m.start(), end, money)
@@ -173,6 +226,17 @@ def read_quantities(text: str) -> tuple[list[Quantity], str]:
 _PER = re.compile(
     r"\s?(?:/|per\s)\s?(h|hr|hour|s|sec|second|min|minute|day|week|month|year|person|user)\b", re.I
 )
+_PER_HOUR = {"h": 1, "hr": 1, "hour": 1, "s": 3600, "sec": 3600, "second": 3600, "min": 60, "minute": 60}
+_RELEASE = re.compile(r"\d{1,2}\.\d{1,2}")  # "Python 3.12": a release, named, never measured
+RELEASE_WORDS = {
+    "version", "v", "release", "python", "node", "node.js", "nodejs", "java", "jdk", "go", "golang",
+    "rust", "ruby", "php", "perl", "kubernetes", "k8s", "ios", "ipados", "macos", "android", "windows",
+    "ubuntu", "debian", "fedora", "rhel", "centos", "postgres", "postgresql", "mysql", "mariadb", "redis",
+    "django", "rails", "react", "angular", "vue", "typescript", "swift", "kotlin", "scala", "elixir",
+    "gcc", "clang", "llvm", "openssl", "nginx", "helm", "terraform", "gradle", "numpy", "pandas",
+    "pytorch", "torch", "tensorflow", "chrome", "firefox", "safari", "spark", "kafka", "elasticsearch",
+    "bash", "zsh", "git", "docker", "cuda", "dotnet", ".net", "laravel", "spring", "flask", "fastapi",
+}  # fmt: skip
 _CODE_BEFORE = re.compile(r"\b(USD|EUR|GBP|CHF|JPY|INR|CAD|AUD)\s?$")
 
 # A number right after one of these words is an identifier (HTTP status, port, route): no tolerance.

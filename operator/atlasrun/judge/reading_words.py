@@ -21,7 +21,9 @@ _ID_PATTERNS = [
 ]
 _NOT_ID = re.compile(
     r"^(?:\d[\d,.]*(?:k|m|mn|bn|b|km|kg|g|s|ms|h|hr|hrs|x|min|mins|mb|gb|tb|kb|l|ml|t|st|nd|rd|th|am|pm|"
-    r"kwh|cm|mm|mi|ft|lb|lbs|pp|d)|n/a|e\.g|i\.e|and/or|[a-z]+/[a-z]+)$",
+    r"kwh|cm|mm|mi|ft|lb|lbs|pp|d)|n/a|e\.g|i\.e|and/or|[a-z]+/[a-z]+|"
+    r"\d[\d,.]*(?:k|m|mn|bn|b|km|kg|g|mb|gb|tb|kb)?/(?:night|day|week|month|mo|year|yr|hour|hr|h|s|sec|min|"
+    r"person|user|unit|share|kg|km|mi))$",  # a rate ("18k/night") is a figure, not an identifier
     re.I,
 )
 _WORD = re.compile(r"[A-Za-z][\w'&-]*")

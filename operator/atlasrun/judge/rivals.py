@@ -84,6 +84,9 @@ def other_section(text: str, pos: int, claim: Facts) -> bool:
     label, heading = label_of(text, pos), heading_of(text, pos)
     if not label and not heading:
         return False
+    aside = text.rfind("(", text.rfind("\n", 0, pos) + 1, pos)
+    if aside >= 0 and ")" not in text[aside:pos] and _mentions(text[aside:pos], claim):
+        return False  # its own aside says what it is: "38 PRs (median time to merge: 2.4 days)"
     all_headings, all_labels = headings(text)
     return any(
         said is not None and not _mentions(said, claim) and any(_mentions(o, claim) for o in others)

@@ -43,7 +43,9 @@ WRONG, NEGATES = "contradicted", "answer negates the claim"
 PART_WRONG = (WRONG, NEGATES)  # verdicts on one part of a claim: another part may still be met
 
 
-def verdict(claim_text: str, response: str, resolved: bool = False) -> Outcome:
+def verdict(claim_text: str, response: str, resolved: bool = False, any_language: bool = False) -> Outcome:
+    """The rules' verdict; ``any_language``: read an answer in another Latin-script language with the
+    English rules too (``DeterministicJudge`` keeps only a pass from that reading)."""
     if not response.strip() or response.strip().lower() in ("n/a", "none", "-"):
         return "not_fulfilled", "empty answer"
     claim, answer = read(claim_text, claim=True), read(response)
@@ -51,7 +53,7 @@ def verdict(claim_text: str, response: str, resolved: bool = False) -> Outcome:
     summary = _summary(claim, answer, tally)
     for who, text in (("claim", claim_text), ("answer", response)):
         language = foreign(text)
-        if language:
+        if language and not (any_language and who == "answer" and "script" not in language):
             absent = absent_figures(claim, answer, tally) if who == "answer" else []
             if absent and "script" not in language:  # a figure is a figure in any Latin-script language
                 return (

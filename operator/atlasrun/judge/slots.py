@@ -60,10 +60,10 @@ def _stems(text: str) -> set[str]:
     )
 
 
-def _count(terms: set[str], text: str) -> int:
+def _said(terms: set[str], text: str) -> set[str]:
     stems = _stems(text)
-    return sum(
-        1
+    return {
+        t
         for t in terms
         if t in stems
         or (
@@ -71,7 +71,11 @@ def _count(terms: set[str], text: str) -> int:
             and t.isalpha()
             and any(len(s) >= 4 and (s.startswith(t) or t.startswith(s)) for s in stems)
         )
-    )
+    }
+
+
+def _count(terms: set[str], text: str) -> int:
+    return len(_said(terms, text))
 
 
 _CLAUSE = re.compile(r"[,;]\s|\s(?:and|but|while|whereas)\s")
@@ -177,6 +181,17 @@ def _trimmed(text: str, place: Place) -> Place:
     """The place without the blanks a figure's span may start with (at least one character)."""
     start = place[0] + len(text[place[0] : place[1]]) - len(text[place[0] : place[1]].lstrip())
     return start, max(place[1], start + 1)
+
+
+def _said_before(text: str, spans: list[Span], place: Place, *, whole: bool = False) -> str:
+    """The words a value is said right after in its clause (three; ``whole``: all of the clause before
+    it): "p95 was" in "..., p95 was 182 ms". None in a table: a cell's header and row say the whole
+    subject, not a qualifier."""
+    place = _trimmed(text, place)
+    if table_cell(text, place[1] - 1) is not None:
+        return ""
+    clause = _Clause(text, sentence_at(spans, place[0]), place[0])
+    return " ".join(_WORD.findall(clause.before)) if whole else _near(clause, place, after=False)
 
 
 def _clause_text(text: str, spans: list[Span], place: Place) -> str:
@@ -299,7 +314,9 @@ def _places(claim: Facts, answer: Facts) -> list[tuple[str, str, list[Place], li
 
 def _contests(claim: Facts, answer: Facts) -> list[tuple[str, str, int, int]]:
     """For each claim value found with other values of its kind: (value, the best other value, the
-    best score of its matches, the best score of the others)."""
+    best score of its matches, the best score of the others). A match said right after a word of the
+    claim that the other value is not said with ("p95 was 182 ms" beside "average response time was
+    128 ms") is no clear loser: the best match then counts as high as the other."""
     text = answer.text
     spans = sentences(text)
     found: list[tuple[str, str, int, int]] = []
@@ -327,11 +344,33 @@ def _contests(claim: Facts, answer: Facts) -> list[tuple[str, str, int, int]]:
             continue
         best_hit = max(_score(claim, text, spans, p, terms) for p in hits)
         best_other, where = max((_score(claim, text, spans, p, terms), p) for p in others)
+        other_said = _said(terms, _clause_text(text, spans, where))
+        if any(_said(terms, _said_before(text, spans, h)) - other_said for h in hits):
+            best_hit = max(best_hit, best_other)  # a qualifier of the claim only the match has
         hit_clauses = {_clause_text(text, spans, h) for h in hits}
         if any(_clause_text(text, spans, o) in hit_clauses for o in others):
             best_hit = min(best_hit, best_other)  # side by side in one clause ("312 of 480"): not placed
         found.append((what, text[where[0] : where[1]], best_hit, best_other))
+        requalified = _requalified(text, spans, terms, hits, others)
+        if requalified:
+            found.append((what, requalified, 0, 1))
     return found
+
+
+def _requalified(
+    text: str, spans: list[Span], terms: set[str], hits: list[Place], others: list[Place]
+) -> str:
+    """Another value said right after a word of the claim that no match is said with, while every
+    match is said right after a word the claim does not have ("the *median* order value was $84.17,
+    while the *mean* was $97.60" for a mean of $84.17; "*produced* 484,500 and *delivered* 494,900").
+    """
+    if not all(_strange(terms, _said_before(text, spans, h, whole=True)) for h in hits):
+        return ""
+    for o in others:
+        own = _said(terms, _said_before(text, spans, o, whole=True))
+        if own and all(own - _said(terms, _clause_text(text, spans, h)) for h in hits):
+            return text[o[0] : o[1]].strip()
+    return ""
 
 
 def outslotted(claim: Facts, answer: Facts) -> str | None:

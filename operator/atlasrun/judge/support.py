@@ -17,7 +17,7 @@ from atlasrun.judge.evidence import (
     sentences,
     stems_of,
 )
-from atlasrun.judge.facts import Facts
+from atlasrun.judge.facts import Facts, stem
 from atlasrun.judge.rivals import Tally, claim_stems
 
 
@@ -28,6 +28,8 @@ class Evidence:
         spans = sentences(answer.text)
         self.answer = answer
         self.spans = {sentence_at(spans, s) for s, _, _ in tally.hits}
+        valued = {sentence_at(spans, s) for s, _, kind in tally.hits if kind in _VALUE_KINDS}
+        self.value_spans = valued or self.spans  # where the claim's figures, dates and times are said
         self.sentences = sorted(
             {in_context(answer.text, spans, spans.index(sentence_at(spans, s))) for s, _, _ in tally.hits}
         )
@@ -41,8 +43,10 @@ class Evidence:
         self.outdone = _outdone(claim, tally, answer.text, spans)
 
     def hedge(self) -> str | None:
-        """A hedge in a sentence of the facts itself (not in the one before it that it continues)."""
-        said = [self.answer.text[slice(*span)] for span in self.spans]
+        """A hedge in a sentence of the facts itself (not in the one before it that it continues): of
+        its values when it has any ("Revenue was probably $742M. Gross margin was 61.8%." does not
+        hedge the margin, though both sentences name the quarter)."""
+        said = [self.answer.text[slice(*span)] for span in self.value_spans]
         return next((c for s in said if (c := cue_in(s, HEDGE_CUES))), None)
 
     def all_asking(self) -> bool:
@@ -60,6 +64,9 @@ class Evidence:
             return 1.0
         stems = word_stems(" ".join(self.sentences + self.before))
         return sum(1 for c in claim.content if has_stem(stems, c)) / len(claim.content)
+
+
+_VALUE_KINDS = ("quantity", "date", "time")
 
 
 def _plain(claim: Facts, answer: Facts, span: Span) -> bool:
@@ -128,15 +135,19 @@ def unpaired_facts(claim: Facts, tally: Tally, answer: Facts) -> str | None:
         return None  # one fact only, or some clause states two of them together
     slots = {slot_before(text, s) for s, _, k in tally.hits if k == "name"} & _SLOTS
     named = {" ".join(n).lower() for n in claim.names}
+    named |= {stem(n) for n in named}
     others = [(s, e) for s, e, _ in tally.candidate_spans]
     for phrase in answer.names:
-        if " ".join(phrase).lower() in named:
-            continue
+        if " ".join(phrase).lower() in named or stem(" ".join(phrase).lower()) in named:
+            continue  # the claim's own name ("Sunday" for "Sundays")
         for m in re.finditer(r"\W+".join(re.escape(w) for w in phrase), text):
             if slot_before(text, m.start()) in slots:
                 others.append((m.start(), m.end()))
+    hit_spans = [(s, e) for s, e, _ in tally.hits]
     for start, end in others:
         clause = clause_at(start)
+        if any(start <= s and e <= end for s, e in hit_spans):
+            continue  # the fact's own longer name ("München Hbf" around "München")
         if clause in facts:
             return f"'{text[start:end]}' stands in the clause of '{sorted(facts[clause])[0]}' where the claim has another fact"
     return None

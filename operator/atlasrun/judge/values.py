@@ -64,6 +64,8 @@ def same(claim: Quantity, got: Quantity) -> bool:
         return c == g
     if (c < 0) != (g < 0):
         return False
+    if claim.dim == got.dim == "time" and ":" in claim.text:  # "1:58:13": a race time, to the second
+        return abs(c - g) < 1
     if claim.dim == got.dim == "celsius":  # a whole degree on either scale: 1 °F is 0.56 °C
         return abs(c - g) <= max(NUMBER_TOLERANCE * abs(c), _DEGREE_F)
     return abs(c - g) <= NUMBER_TOLERANCE * abs(c) + 1e-9
