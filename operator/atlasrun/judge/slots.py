@@ -316,7 +316,9 @@ def _contests(claim: Facts, answer: Facts) -> list[tuple[str, str, int, int]]:
     """For each claim value found with other values of its kind: (value, the best other value, the
     best score of its matches, the best score of the others). A match said right after a word of the
     claim that the other value is not said with ("p95 was 182 ms" beside "average response time was
-    128 ms") is no clear loser: the best match then counts as high as the other."""
+    128 ms") is no clear loser: the best match then counts as high as the other. A value the claim's
+    qualifier goes with instead (``_requalified``) is one more entry, ahead by one point: uncertain,
+    never a decisive fail."""
     text = answer.text
     spans = sentences(text)
     found: list[tuple[str, str, int, int]] = []
