@@ -76,9 +76,9 @@ def read_clock_durations(text: str) -> tuple[list[Quantity], str]:
 
 
 # "finished in 2:05:42", "a runtime of 1:58:10": hours, minutes and seconds of a duration, not a
-# time of day (that one is said "at 14:30:00")
+# time of day (that one is said "at 14:30:00", "as of 09:15:00", "arrival time: 14:30:00")
 _CLOCK_DURATION = re.compile(
-    r"(\b(?:in|of|took|takes|lasted|lasts|time|duration|length|runtime|finish|finished):?\s)"
+    r"(\b(?:in|took|takes|lasted|lasts|(?:duration|length|runtime|finish time)(?::|\sof)?):?\s)"
     r"(\d{1,2}):([0-5]\d):([0-5]\d)\b(?!\s?(?:am|pm|utc|gmt)\b)",
     re.I,
 )
