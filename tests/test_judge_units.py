@@ -41,7 +41,8 @@ def test_figures_as_answers_write_them(
 
 
 def test_a_clock_time_and_a_release_keep_their_kind() -> None:
-    assert [t.text for t in read("at 14:30:00 UTC").times] == ["14:30:00"]  # said "at": a time of day
+    for said in ("at 14:30:00 UTC", "as of 14:30:00, the queue", "arrival time: 14:30:00"):
+        assert [t.text for t in read(said).times] == ["14:30:00"], said  # a time of day
     assert read("removed in Python 3.11").quantities[0].exact  # a release is named, never measured
     assert not read("the BMI is 24.2").quantities[0].exact
     assert [(d.day, d.month, d.year) for d in read("lunedì 12 maggio 2025").dates] == [(12, 5, 2025)]
