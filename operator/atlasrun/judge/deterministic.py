@@ -88,7 +88,6 @@ from atlasrun.judge import slots
 from atlasrun.judge.attributed import attributed
 from atlasrun.judge.base import Abstention, ClaimVerdict, JudgeInfo, Label
 from atlasrun.judge.compound import Outcome, claim_parts, every_part, label_of
-from atlasrun.judge.evidence import sentence_at, sentences
 from atlasrun.judge.facts import NUMBER_TOLERANCE, PERCENT_POINTS, Facts
 from atlasrun.judge.gate import doubt
 from atlasrun.judge.lexicon_words import FOREIGN_NEGATIONS
@@ -97,6 +96,7 @@ from atlasrun.judge.matching import tally_facts
 from atlasrun.judge.placed import placed
 from atlasrun.judge.reading import read
 from atlasrun.judge.rules import PART_WRONG, WRONG, verdict
+from atlasrun.judge.support import Evidence
 
 VERSION = "deterministic/10"
 __all__ = ["NUMBER_TOLERANCE", "PERCENT_POINTS", "VERSION", "DeterministicJudge", "key_facts", "ungrounded"]
@@ -199,12 +199,13 @@ def _read_anyway(
     if not (isinstance(outcome, tuple) and outcome[0] == "fulfilled"):
         return abstained
     claim_facts, answer = read(claim, claim=True), read(response)
-    hits = [(s, e) for s, e, kind in tally_facts(claim_facts, answer).hits if kind != "name"]
-    if not hits or slots.outslotted(claim_facts, answer) or slots.contested(claim_facts, answer):
+    tally = tally_facts(claim_facts, answer)
+    if all(kind == "name" for _, _, kind in tally.hits):
         return abstained
-    spans = sentences(answer.text)
-    said = " ".join(answer.text[slice(*sentence_at(spans, s))] for s, _ in hits).lower()
-    if FOREIGN_NEGATIONS & set(re.findall(r"[^\W\d_]+", said)):
+    if slots.outslotted(claim_facts, answer) or slots.contested(claim_facts, answer):
+        return abstained
+    said = " ".join(answer.text[slice(*span)] for span in Evidence(claim_facts, answer, tally).spans)
+    if FOREIGN_NEGATIONS & set(re.findall(r"[^\W\d_]+", said.lower())):
         return abstained
     return "fulfilled", f"{outcome[1]} (answer in another language: its figures and names read)"
 

@@ -157,9 +157,12 @@ FOREIGN_MARKERS = {
 }  # fmt: skip
 # Negations and reversals of those languages: a sentence with one is not read without its grammar
 FOREIGN_NEGATIONS = {
-    "nicht", "kein", "keine", "keinen", "keiner", "nie", "niemals", "nein", "ne", "pas", "non", "jamais",
-    "aucun", "aucune", "ni", "no", "nunca", "ningún", "ninguna", "ningun", "tampoco", "não", "nem",
-    "nenhum", "nenhuma", "mai", "nessun", "nessuno", "nessuna", "niet", "geen", "nooit",
+    # German, French, Spanish, Portuguese, Italian, Dutch
+    "nicht", "kein", "keine", "keinen", "keiner", "nie", "niemals", "nein",
+    "ne", "pas", "non", "jamais", "aucun", "aucune", "ni",
+    "no", "nunca", "ningún", "ninguna", "ningun", "tampoco", "não", "nem", "nenhum", "nenhuma",
+    "mai", "nessun", "nessuno", "nessuna", "niet", "geen", "nooit",
+    # reversals: "not X but Y"
     "sondern", "mais", "pero", "sino", "ma", "maar", "aber", "statt", "anstatt", "plutôt",
 }  # fmt: skip
 

@@ -195,9 +195,9 @@ def read_quantities(text: str) -> tuple[list[Quantity], str]:
                 end = unit.start(1) + len(key)
                 rate = _PER.match(text, end)
                 if rate:  # 80 km/h is a speed, not a length
-                    per = rate.group(1).lower()
-                    if dim == "length" and per in _PER_HOUR:  # 6.7 m/s, 15 mph: one speed
-                        dim, value = "length/h", value * _PER_HOUR[per]
+                    per = UNITS.get(rate.group(1).lower(), ("", 0.0))
+                    if dim == "length" and per[0] == "time" and per[1] <= 3600:  # 6.7 m/s, 15 mph: one speed
+                        dim, value = "length/h", value * 3600 / per[1]
                     else:
                         dim = f"{dim}/{rate.group(1)}"
                     end = rate.end()
@@ -226,7 +226,6 @@ def read_quantities(text: str) -> tuple[list[Quantity], str]:
 _PER = re.compile(
     r"\s?(?:/|per\s)\s?(h|hr|hour|s|sec|second|min|minute|day|week|month|year|person|user)\b", re.I
 )
-_PER_HOUR = {"h": 1, "hr": 1, "hour": 1, "s": 3600, "sec": 3600, "second": 3600, "min": 60, "minute": 60}
 _RELEASE = re.compile(r"\d{1,2}\.\d{1,2}")  # "Python 3.12": a release, named, never measured
 RELEASE_WORDS = {
     "version", "v", "release", "python", "node", "node.js", "nodejs", "java", "jdk", "go", "golang",

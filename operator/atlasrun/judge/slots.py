@@ -14,6 +14,7 @@ claim's value by a clear margin, the claim's subject holds that other value: a d
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from atlasrun.judge.evidence import (
     Span,
@@ -312,16 +313,23 @@ def _places(claim: Facts, answer: Facts) -> list[tuple[str, str, list[Place], li
     return found
 
 
-def _contests(claim: Facts, answer: Facts) -> list[tuple[str, str, int, int]]:
-    """For each claim value found with other values of its kind: (value, the best other value, the
-    best score of its matches, the best score of the others). A match said right after a word of the
-    claim that the other value is not said with ("p95 was 182 ms" beside "average response time was
-    128 ms") is no clear loser: the best match then counts as high as the other. A value the claim's
-    qualifier goes with instead (``_requalified``) is one more entry, ahead by one point: uncertain,
-    never a decisive fail."""
+class _Contest(NamedTuple):
+    what: str  # the claim's value
+    other: str  # the other value that contests it
+    hit: int  # the best score of the claim value's matches
+    rival: int  # the other value's score
+    qualifier: str = ""  # a word of the claim said with the other value, not with any match
+
+
+def _contests(claim: Facts, answer: Facts) -> list[_Contest]:
+    """For each claim value found with other values of its kind: the best other value against the
+    best match. A match said right after a word of the claim that the other value is not said with
+    ("p95 was 182 ms" beside "average response time was 128 ms") is no clear loser: the best match
+    then counts as high as the other. A value the claim's qualifier goes with instead
+    (``_requalified``) is one more contest, even: uncertain, never a decisive fail."""
     text = answer.text
     spans = sentences(text)
-    found: list[tuple[str, str, int, int]] = []
+    found: list[_Contest] = []
     for what, value_text, hits, others in _places(claim, answer):
         if not hits or not others:
             continue
@@ -352,42 +360,46 @@ def _contests(claim: Facts, answer: Facts) -> list[tuple[str, str, int, int]]:
         hit_clauses = {_clause_text(text, spans, h) for h in hits}
         if any(_clause_text(text, spans, o) in hit_clauses for o in others):
             best_hit = min(best_hit, best_other)  # side by side in one clause ("312 of 480"): not placed
-        found.append((what, text[where[0] : where[1]], best_hit, best_other))
+        found.append(_Contest(what, text[where[0] : where[1]], best_hit, best_other))
         requalified = _requalified(text, spans, terms, hits, others)
         if requalified:
-            found.append((what, requalified, 0, 1))
+            found.append(_Contest(what, requalified[0], best_hit, best_hit, requalified[1]))
     return found
 
 
 def _requalified(
     text: str, spans: list[Span], terms: set[str], hits: list[Place], others: list[Place]
-) -> str:
+) -> tuple[str, str] | None:
     """Another value said right after a word of the claim that no match is said with, while every
     match is said right after a word the claim does not have ("the *median* order value was $84.17,
     while the *mean* was $97.60" for a mean of $84.17; "*produced* 484,500 and *delivered* 494,900").
     """
     if not all(_strange(terms, _said_before(text, spans, h, whole=True)) for h in hits):
-        return ""
+        return None
     for o in others:
         own = _said(terms, _said_before(text, spans, o, whole=True))
-        if own and all(own - _said(terms, _clause_text(text, spans, h)) for h in hits):
-            return text[o[0] : o[1]].strip()
-    return ""
+        unmatched = [own - _said(terms, _clause_text(text, spans, h)) for h in hits]
+        if own and all(unmatched):
+            return text[o[0] : o[1]].strip(), sorted(set.intersection(*unmatched) or unmatched[0])[0]
+    return None
 
 
 def outslotted(claim: Facts, answer: Facts) -> str | None:
     """Why a claim value found in the answer is another subject's value, or None."""
-    for what, other, best_hit, best_other in _contests(claim, answer):
-        if best_other >= best_hit + MARGIN:
-            return f"{what} is said of something else; '{other}' is said with more of the claim's subject"
+    for c in _contests(claim, answer):
+        if c.rival >= c.hit + MARGIN:
+            return f"{c.what} is said of something else; '{c.other}' is said with more of the claim's subject"
     return None
 
 
 def contested(claim: Facts, answer: Facts) -> str | None:
-    """Another value said with more of the claim's subject than every match of the claim's value."""
-    for what, other, best_hit, best_other in _contests(claim, answer):
-        if best_other > best_hit:
-            return f"'{other}' is said with more of the claim's subject than {what}"
+    """Another value said with more of the claim's subject than every match of the claim's value, or
+    with a word of the claim none of them is said with."""
+    for c in _contests(claim, answer):
+        if c.qualifier:
+            return f"'{c.other}' is said with the claim's '{c.qualifier}', {c.what} is not"
+        if c.rival > c.hit:
+            return f"'{c.other}' is said with more of the claim's subject than {c.what}"
     return None
 
 
@@ -395,4 +407,4 @@ def resolved(claim: Facts, answer: Facts) -> bool:
     """Every other value of a claim value's kind is clearly another subject's: each match is said with
     more of the claim's subject than any of them, by the margin."""
     contests = _contests(claim, answer)
-    return bool(contests) and all(hit >= other + MARGIN for _, _, hit, other in contests)
+    return bool(contests) and all(c.hit >= c.rival + MARGIN for c in contests)

@@ -36,7 +36,11 @@ class LabelledPair(BaseModel):
     category: str | None = None
 
 
-def _records(path: Path, what: str) -> tuple[list[tuple[int, Any]], list[str]]:
+_Errors = list[tuple[int, str]]  # (line number, what is wrong there), reported in line order
+_WHOLE_FILE = 1 << 30  # an error of no one line ("3 pair(s) not graded") comes last
+
+
+def _records(path: Path, what: str) -> tuple[list[tuple[int, Any]], _Errors]:
     """(line number, JSON value) of every non-blank line of a JSONL file, a first line that is an
     object with only a ``_comment`` key (a header saying what the file is) left out; and an error
     for each line that is not JSON."""
@@ -44,14 +48,14 @@ def _records(path: Path, what: str) -> tuple[list[tuple[int, Any]], list[str]]:
         raise InputError(f"{what} not found", where=str(path))
     text = decode(read_user_file(path, what, DOCUMENT_LIMIT), str(path))
     records: list[tuple[int, Any]] = []
-    errors: list[str] = []
+    errors: _Errors = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             raw: Any = json.loads(line)
         except ValueError as exc:
-            errors.append(f"line {number}: not JSON ({exc})")
+            errors.append((number, f"line {number}: not JSON ({exc})"))
             continue
         if number == 1 and isinstance(raw, dict) and set(raw) == {"_comment"}:
             continue
@@ -69,19 +73,14 @@ def load_labels(path: Path) -> list[LabelledPair]:
         try:
             pair = LabelledPair.model_validate(raw)
         except ValidationError as exc:
-            errors.append(f"line {number}, id {ident}: {format_validation(exc)}")
+            errors.append((number, f"line {number}, id {ident}: {format_validation(exc)}"))
             continue
         if pair.id in seen:
-            errors.append(f"line {number}, id {pair.id}: duplicate id")
+            errors.append((number, f"line {number}, id {pair.id}: duplicate id"))
             continue
         seen.add(pair.id)
         pairs.append(pair)
-    if errors:
-        errors.sort(key=_line_order)
-        raise InputError(
-            "; ".join(errors[:10]) + (f" (+{len(errors) - 10} more)" if len(errors) > 10 else ""),
-            where=str(path),
-        )
+    _raise_any(errors, path)
     if not pairs:
         raise InputError("no labelled pairs", where=str(path))
     return pairs
@@ -106,25 +105,28 @@ def load_grades(path: Path, pairs: Sequence[LabelledPair]) -> dict[str, Label]:
         try:
             grade = Grade.model_validate(raw)
         except ValidationError as exc:
-            errors.append(f"line {number}: {format_validation(exc)}")
+            errors.append((number, f"line {number}: {format_validation(exc)}"))
             continue
         if grade.id not in wanted:
-            errors.append(f"line {number}: id {grade.id} is not in the labels file")
+            errors.append((number, f"line {number}: id {grade.id} is not in the labels file"))
         elif grade.id in grades:
-            errors.append(f"line {number}: id {grade.id} graded twice")
+            errors.append((number, f"line {number}: id {grade.id} graded twice"))
         grades[grade.id] = grade.label
     missing = [p.id for p in pairs if p.id not in grades]
     if missing:
-        errors.append(f"{len(missing)} pair(s) not graded: {', '.join(missing[:5])}")
-    if errors:
-        raise InputError("; ".join(sorted(errors, key=_line_order)[:10]), where=str(path))
+        errors.append((_WHOLE_FILE, f"{len(missing)} pair(s) not graded: {', '.join(missing[:5])}"))
+    _raise_any(errors, path)
     return grades
 
 
-def _line_order(error: str) -> int:
-    """Errors in the order of their lines (a file's JSON errors are found before its field errors)."""
-    number = error.split(" ", 2)[1].rstrip(":,") if error.startswith("line ") else ""
-    return int(number) if number.isdigit() else 1 << 30
+def _raise_any(errors: _Errors, path: Path) -> None:
+    """One error naming the first ten problems in line order (a file's JSON errors are found before
+    its field errors), and how many more there are."""
+    if not errors:
+        return
+    said = [message for _, message in sorted(errors, key=lambda e: e[0])]
+    more = f" (+{len(said) - 10} more)" if len(said) > 10 else ""
+    raise InputError("; ".join(said[:10]) + more, where=str(path))
 
 
 def compare_graders(name: str, pairs: Sequence[LabelledPair], grades: dict[str, Label]) -> JudgeEval:
